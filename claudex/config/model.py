@@ -1,0 +1,144 @@
+"""Typed configuration objects. Loading and validation live in `loader.py`.
+
+Every object is frozen: a reload builds a new `Config` and the engine swaps it in whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+ProviderType = Literal["DirectAnthropic", "OpenAICompatible"]
+AuthType = Literal["api-key", "oauth", "passthrough"]
+Protocol = Literal["anthropic", "openai"]
+
+PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible")
+AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough")
+OAUTH_PROVIDERS: tuple[str, ...] = ("claude", "codex")
+
+DEFAULT_PORT = 13456
+MAX_BODY_BYTES = 32 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BreakerSettings:
+    failure_threshold: int = 3
+    recovery_seconds: float = 30.0
+    half_open_probes: int = 1
+    max_recovery_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class RetrySettings:
+    initial_delay: float = 1.0
+    multiplier: float = 2.0
+    max_delay: float = 60.0
+    max_attempts: int = 5
+    jitter: Literal["full", "none"] = "full"
+    max_retry_after: float = 60.0
+
+
+@dataclass(frozen=True)
+class HealthSettings:
+    enabled: bool = True
+    interval_seconds: float = 30.0
+    timeout_seconds: float = 10.0
+    degraded_latency_ms: float = 3000.0
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    default_profile: str | None = None
+    auth_token_env: str | None = None
+    # Upstream timeouts for forwarded requests (seconds). `read_timeout` bounds the wait for the
+    # first byte of the response and every gap between chunks afterwards.
+    connect_timeout: float = 10.0
+    read_timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    provider_type: ProviderType
+    base_url: str
+    default_model: str | None = None
+    api_key_env: str | None = None
+    api_key: str | None = None
+    auth_type: AuthType = "api-key"
+    backup_providers: tuple[str, ...] = ()
+    enabled: bool = True
+    models: Mapping[str, str] = field(default_factory=dict)
+    custom_headers: Mapping[str, str] = field(default_factory=dict)
+    max_tokens: int | None = None
+    oauth_provider: str | None = None
+    credentials_file: str | None = None
+    token_url: str | None = None
+    client_id: str | None = None
+    token_command: str | None = None
+    health_probe: bool = True
+    # Per-profile values, already merged over the global sections.
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    connect_timeout: float = 10.0
+    read_timeout: float = 600.0
+    # Why this profile cannot be used (secret missing, credentials file absent); None when usable.
+    problem: str | None = None
+
+    @property
+    def protocol(self) -> Protocol:
+        return "anthropic" if self.provider_type == "DirectAnthropic" else "openai"
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and self.problem is None
+
+
+@dataclass(frozen=True)
+class Config:
+    proxy: ProxySettings = field(default_factory=ProxySettings)
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    profiles: tuple[Profile, ...] = ()
+    path: Path | None = None
+
+    def profile(self, name: str) -> Profile | None:
+        for p in self.profiles:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def default_profile(self) -> Profile | None:
+        if self.proxy.default_profile is not None:
+            return self.profile(self.proxy.default_profile)
+        for p in self.profiles:
+            if p.enabled:
+                return p
+        return self.profiles[0] if self.profiles else None
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """One problem in a config file, located as precisely as the file allows."""
+
+    file: str
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        return f"{where}: {self.key}: {self.message}"
+
+
+class ConfigError(Exception):
+    """The config could not be loaded; `issues` lists every problem found."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        self.issues = issues
+        super().__init__("\n".join(str(i) for i in issues))
