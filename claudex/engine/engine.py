@@ -1,0 +1,184 @@
+"""The engine: one object that owns the providers' runtime state and serves requests.
+
+The console and server reach it through a small interface — `snapshot`, `events.subscribe`,
+`trip`, `reset`, `apply_config`, `forward`, `check_health_now` — so a console attached to a
+remote engine can later use the same screens.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import httpx
+
+from claudex.config.model import Config, Profile
+from claudex.engine import clock as clock_mod
+from claudex.engine.breaker import CircuitBreaker, Transition
+from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.credentials import Credentials
+from claudex.engine.events import Event, EventBus
+from claudex.engine.failover import Forwarder
+from claudex.engine.health import HealthChecker
+from claudex.engine.request import ForwardResult, ProxyRequest
+from claudex.engine.runtime import ProviderRuntime
+from claudex.engine.stats import GlobalStats
+from claudex.engine.transport import AiohttpTransport, Transport
+
+log = logging.getLogger("claudex.engine")
+
+_AUTH_FIELDS = ("auth_type", "api_key", "api_key_env", "oauth_provider", "credentials_file",
+                "token_url", "client_id", "token_command", "provider_type")
+
+
+class Engine:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        transport: Transport | None = None,
+        clock: Clock = clock_mod.monotonic,
+        wall: WallClock = clock_mod.wall,
+        sleep: Sleep = clock_mod.sleep,
+        rand: Callable[[], float] = random.random,
+        env: Mapping[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.config = config
+        self.transport: Transport = transport or AiohttpTransport()
+        self.clock = clock
+        self.wall = wall
+        self.sleep = sleep
+        self.rand = rand
+        self.env = env
+        self.events = EventBus()
+        self.totals = GlobalStats()
+        self.started_at = wall()
+        self._own_http = http is None
+        self.http = http or httpx.AsyncClient(follow_redirects=False)
+        self.runtimes: dict[str, ProviderRuntime] = {}
+        for profile in config.profiles:
+            self.runtimes[profile.name] = self._new_runtime(profile)
+        self.forwarder = Forwarder(self)
+        self.health = HealthChecker(self, self.http)
+        self._health_task: asyncio.Task[None] | None = None
+        self._last_escalation: tuple[str, float] = ("", 0.0)
+
+    # -- wiring --------------------------------------------------------------------------------
+
+    def _new_runtime(self, profile: Profile) -> ProviderRuntime:
+        breaker = CircuitBreaker(profile.name, profile.breaker, self.clock, self._on_transition)
+        return ProviderRuntime(profile, breaker, self._credentials(profile))
+
+    def _credentials(self, profile: Profile) -> Credentials:
+        return Credentials(profile, env=self.env, http=self.http, wall=self.wall,
+                           on_event=self.events.publish)
+
+    def _on_transition(self, t: Transition) -> None:
+        self.events.publish(Event(
+            "breaker", f"{t.provider}: breaker {t.old.value} -> {t.new.value} ({t.reason})",
+            t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason},
+        ))
+
+    def escalate(self, sentence: str) -> None:
+        # One log line per distinct escalation, not one per failing request during an outage.
+        now = self.clock()
+        last, at = self._last_escalation
+        if sentence != last or now - at >= 30.0:
+            log.warning("%s", sentence)
+            self._last_escalation = (sentence, now)
+        self.events.publish(Event("escalation", sentence))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self, *, health: bool | None = None) -> None:
+        run_health = self.config.health.enabled if health is None else health
+        if run_health and self._health_task is None:
+            self._health_task = asyncio.create_task(self.health.run_forever(),
+                                                    name="claudex-health")
+
+    async def close(self) -> None:
+        if self._health_task is not None:
+            self._health_task.cancel()
+            try:
+                await self._health_task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._health_task = None
+        await self.transport.close()
+        if self._own_http:
+            await self.http.aclose()
+
+    # -- the interface -------------------------------------------------------------------------
+
+    async def forward(self, req: ProxyRequest) -> ForwardResult:
+        self.totals.in_flight += 1
+        try:
+            return await self.forwarder.forward(req)
+        finally:
+            self.totals.in_flight -= 1
+
+    async def check_health_now(self) -> None:
+        await self.health.check_all()
+
+    def trip(self, name: str) -> bool:
+        rt = self.runtimes.get(name)
+        if rt is None:
+            return False
+        rt.breaker.trip()
+        return True
+
+    def reset(self, name: str) -> bool:
+        rt = self.runtimes.get(name)
+        if rt is None:
+            return False
+        rt.breaker.reset()
+        rt.cooldown_until = 0.0
+        rt.health.auth_failing = False
+        return True
+
+    def apply_config(self, config: Config) -> None:
+        """Swap in a new config, keeping breaker state and statistics of kept profiles."""
+        old = self.runtimes
+        fresh: dict[str, ProviderRuntime] = {}
+        for profile in config.profiles:
+            rt = old.get(profile.name)
+            if rt is None:
+                fresh[profile.name] = self._new_runtime(profile)
+                continue
+            if rt.profile != profile:
+                if any(getattr(rt.profile, f) != getattr(profile, f) for f in _AUTH_FIELDS):
+                    rt.credentials = self._credentials(profile)
+                rt.breaker.update_settings(profile.breaker)
+                rt.profile = profile
+            fresh[profile.name] = rt
+        removed = [n for n in old if n not in fresh]
+        self.config = config
+        self.runtimes = fresh
+        drop = getattr(self.transport, "drop", None)
+        for name in removed:
+            if drop is not None:
+                asyncio.ensure_future(drop(name))
+        self.events.publish(Event("reload", f"config reloaded: {len(fresh)} profiles"
+                                  + (f", removed {', '.join(removed)}" if removed else "")))
+        log.info("config reloaded: %d profiles", len(fresh))
+
+    def snapshot(self) -> dict[str, Any]:
+        now = self.clock()
+        degraded = self.config.health.degraded_latency_ms
+        return {
+            "listen": f"{self.config.proxy.host}:{self.config.proxy.port}",
+            "config_path": str(self.config.path) if self.config.path else None,
+            "uptime_s": round(self.wall() - self.started_at, 1),
+            "requests": self.totals.requests,
+            "in_flight": self.totals.in_flight,
+            "failovers": self.totals.failovers,
+            "all_failed": self.totals.all_failed,
+            "requests_per_s": round(self.totals.meter.rate(now), 2),
+            "default_profile": (self.config.default_profile.name
+                                if self.config.default_profile else None),
+            "profiles": [rt.status_json(now, degraded) for rt in self.runtimes.values()],
+        }

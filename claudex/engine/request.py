@@ -1,0 +1,77 @@
+"""The request the server hands the engine, and what the engine hands back."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from claudex.config.model import Protocol
+
+Endpoint = Literal["messages", "count_tokens", "chat"]
+
+
+@dataclass
+class ProxyRequest:
+    protocol: Protocol                 # the client's protocol
+    endpoint: Endpoint
+    body: dict[str, Any]
+    raw: bytes                         # the body as received; forwarded as is when nothing changes
+    headers: Mapping[str, str]         # the client's headers (case-insensitive mapping)
+    profile: str | None = None         # the addressed profile; None = the default profile
+    failover: bool = True
+
+    @property
+    def stream(self) -> bool:
+        return self.body.get("stream") is True
+
+    @property
+    def model(self) -> str | None:
+        model = self.body.get("model")
+        return model if isinstance(model, str) else None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    provider: str
+    outcome: str                       # an Outcome value, or a skip reason such as "breaker_open"
+    status: int | None = None
+    message: str = ""
+    latency_ms: float | None = None
+
+    @property
+    def skipped(self) -> bool:
+        return self.outcome in SKIP_OUTCOMES
+
+    def token(self) -> str:
+        """The compact form used in the `x-claudex-attempts` header."""
+        if self.status is not None and (self.outcome in ("ok", "client_error") or
+                                        self.outcome not in _NAMED_EVEN_WITH_STATUS):
+            return f"{self.provider}:{self.status}"
+        return f"{self.provider}:{self.outcome}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "outcome": self.outcome,
+            "status": self.status,
+            "message": self.message,
+        }
+
+
+SKIP_OUTCOMES = frozenset({
+    "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",
+    "misconfigured", "needs_translation", "round_cap", "unknown_profile",
+})
+CONFIG_SKIPS = frozenset({"disabled", "misconfigured", "needs_translation", "unknown_profile"})
+_NAMED_EVEN_WITH_STATUS = frozenset({"stream_error", "token_expired"})
+
+
+@dataclass
+class ForwardResult:
+    status: int
+    headers: dict[str, str]
+    provider: str | None
+    attempts: list[Attempt] = field(default_factory=list)
+    body: bytes | None = None
+    stream: AsyncIterator[bytes] | None = None

@@ -1,0 +1,110 @@
+"""What the engine keeps per provider, and the green/yellow/red rule (DESIGN.md, Health)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from claudex.config.model import Profile
+from claudex.engine.breaker import BreakerState, CircuitBreaker
+from claudex.engine.credentials import Credentials
+from claudex.engine.stats import ProviderStats
+
+Color = Literal["green", "yellow", "red"]
+
+
+@dataclass
+class HealthState:
+    last_checked: float | None = None      # wall time of the last probe
+    last_ok: bool | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    probe_failures: int = 0                # consecutive failed probes
+    unsupported: bool = False              # the provider has no models endpoint (404/405)
+    auth_failing: bool = False             # last probe or request was refused with 401/403
+    live_failure_since_probe: bool = False
+
+
+@dataclass
+class ProviderRuntime:
+    profile: Profile
+    breaker: CircuitBreaker
+    credentials: Credentials
+    stats: ProviderStats = field(default_factory=ProviderStats)
+    health: HealthState = field(default_factory=HealthState)
+    cooldown_until: float = 0.0            # monotonic; rate-limited until then
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def cooling_down(self, now: float) -> bool:
+        return now < self.cooldown_until
+
+    def color(self, now: float, degraded_latency_ms: float) -> tuple[Color, str]:
+        """The panel colour and the reason in words."""
+        profile, health = self.profile, self.health
+        state = self.breaker.state
+        if profile.problem is not None:
+            return "red", f"misconfigured: {profile.problem}"
+        if not profile.enabled:
+            return "yellow", "disabled"
+        if state is BreakerState.FORCED_OPEN:
+            return "red", "breaker tripped by operator"
+        if state is BreakerState.OPEN:
+            return "red", "breaker open"
+        if self.credentials.status == "needs login":
+            return "red", "needs login"
+        if health.auth_failing:
+            return "red", "auth failing"
+        if health.probe_failures >= 2:
+            return "red", f"last {health.probe_failures} probes failed"
+        if state is BreakerState.HALF_OPEN:
+            return "yellow", "breaker half-open: trying again"
+        failures = self.breaker.snapshot().consecutive_failures
+        if failures > 0:
+            return "yellow", f"{failures} recent failure{'s' if failures != 1 else ''}"
+        if self.cooling_down(now):
+            return "yellow", f"rate limited, cooling down {self.cooldown_until - now:.0f}s"
+        if health.probe_failures == 1:
+            return "yellow", "last probe failed"
+        if (
+            health.latency_ms is not None
+            and health.last_ok
+            and health.latency_ms > degraded_latency_ms
+        ):
+            return "yellow", f"slow: {health.latency_ms:.0f} ms"
+        if health.unsupported:
+            return "green", "ok (probe unsupported)"
+        if health.last_checked is None:
+            return "green", "ok (not probed yet)"
+        return "green", "ok"
+
+    def status_json(self, now: float, degraded_latency_ms: float) -> dict[str, Any]:
+        snap = self.breaker.snapshot()
+        color, reason = self.color(now, degraded_latency_ms)
+        return {
+            "name": self.profile.name,
+            "provider_type": self.profile.provider_type,
+            "base_url": self.profile.base_url,
+            "enabled": self.profile.enabled,
+            "problem": self.profile.problem,
+            "backup_providers": list(self.profile.backup_providers),
+            "breaker": {
+                "state": snap.state.value,
+                "consecutive_failures": snap.consecutive_failures,
+                "retry_in_s": None if snap.retry_in_s is None else round(snap.retry_in_s, 3),
+                "recovery_seconds": snap.recovery_seconds,
+            },
+            "health": {
+                "color": color,
+                "reason": reason,
+                "latency_ms": self.health.latency_ms,
+                "last_checked": self.health.last_checked,
+                "error": self.health.error,
+                "probe_unsupported": self.health.unsupported,
+                "auth": self.credentials.status or ("failing" if self.health.auth_failing else "ok"),
+            },
+            "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
+            "stats": self.stats.to_json(),
+        }

@@ -1,0 +1,122 @@
+"""The seam between the failover logic and the wire: one aiohttp connection pool per provider.
+
+aiohttp is used on the forwarding hot path because httpx's default pool collapses under
+concurrency (DESIGN.md, data plane). Tests and benchmarks may substitute any object with the
+same `send` signature.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+import aiohttp
+
+
+class UpstreamResponse(Protocol):
+    status: int
+    headers: Mapping[str, str]
+
+    async def read(self) -> bytes: ...
+
+    def chunks(self) -> AsyncIterator[bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class Transport(Protocol):
+    async def send(
+        self,
+        provider: str,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+    ) -> UpstreamResponse: ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass
+class _AiohttpResponse:
+    _resp: aiohttp.ClientResponse
+
+    @property
+    def status(self) -> int:  # type: ignore[override]
+        return self._resp.status
+
+    @property
+    def headers(self) -> Mapping[str, str]:  # type: ignore[override]
+        return self._resp.headers
+
+    async def read(self) -> bytes:
+        try:
+            return await self._resp.read()
+        finally:
+            self._resp.release()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        # iter_any yields whatever arrived, so SSE events reach the client as soon as they land.
+        async for chunk in self._resp.content.iter_any():
+            yield chunk
+
+    def close(self) -> None:
+        self._resp.close()
+
+
+class AiohttpTransport:
+    """One `ClientSession` per provider so a slow or hung provider cannot starve the others'
+    connection pools, and a provider can be dropped on reload without touching the rest."""
+
+    def __init__(self, limit_per_provider: int = 256) -> None:
+        self._limit = limit_per_provider
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+
+    def _session(self, provider: str) -> aiohttp.ClientSession:
+        session = self._sessions.get(provider)
+        if session is None or session.closed:
+            connector = aiohttp.TCPConnector(
+                limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=True
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                auto_decompress=True,
+                skip_auto_headers=("User-Agent",),
+                timeout=aiohttp.ClientTimeout(total=None),
+            )
+            self._sessions[provider] = session
+        return session
+
+    async def send(
+        self,
+        provider: str,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        *,
+        connect_timeout: float,
+        read_timeout: float,
+    ) -> UpstreamResponse:
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout, connect=connect_timeout,
+            sock_read=read_timeout,
+        )
+        resp = await self._session(provider).request(
+            method, url, data=body, headers=dict(headers), timeout=timeout, allow_redirects=False
+        )
+        return _AiohttpResponse(resp)
+
+    async def drop(self, provider: str) -> None:
+        session = self._sessions.pop(provider, None)
+        if session is not None:
+            await session.close()
+
+    async def close(self) -> None:
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()

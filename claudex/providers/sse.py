@@ -1,0 +1,148 @@
+"""Watch an upstream SSE stream for the commit point without re-encoding it.
+
+Before the commit point the watcher parses whole events (they are few: `message_start`, `ping`).
+After it the proxy only forwards bytes; `TailScanner` then looks for an in-band error or the
+terminal event with a cheap substring search, keeping a short carry-over so a marker split across
+chunks is still found.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class StreamSignal(Enum):
+    NONE = "none"          # nothing decisive yet: keep buffering
+    CONTENT = "content"    # first content event: commit
+    ERROR = "error"        # an error event arrived before content
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str | None
+    data: str
+
+
+def split_events(buffer: bytearray) -> list[SseEvent]:
+    """Remove every complete event from `buffer` and return them parsed (partial tail stays)."""
+    events: list[SseEvent] = []
+    while True:
+        # Events end at a blank line; accept \n\n and \r\n\r\n.
+        idx_n = buffer.find(b"\n\n")
+        idx_r = buffer.find(b"\r\n\r\n")
+        if idx_n < 0 and idx_r < 0:
+            return events
+        if idx_r >= 0 and (idx_n < 0 or idx_r < idx_n):
+            raw, cut = bytes(buffer[:idx_r]), idx_r + 4
+        else:
+            raw, cut = bytes(buffer[:idx_n]), idx_n + 2
+        del buffer[:cut]
+        name: str | None = None
+        data_lines: list[str] = []
+        for line in raw.decode("utf-8", "replace").splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data_lines.append(line[5:].lstrip(" "))
+        if name is None and not data_lines:
+            continue  # a comment or keep-alive
+        events.append(SseEvent(name, "\n".join(data_lines)))
+
+
+def _json(data: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+ANTHROPIC_CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta"})
+
+
+def anthropic_signal(event: SseEvent) -> tuple[StreamSignal, str]:
+    kind = event.event
+    payload = _json(event.data) if event.data else None
+    if kind is None and payload is not None:
+        kind = str(payload.get("type", ""))
+    if kind in ANTHROPIC_CONTENT_EVENTS:
+        return StreamSignal.CONTENT, ""
+    if kind == "error":
+        err = (payload or {}).get("error", {})
+        message = err.get("message") if isinstance(err, dict) else None
+        return StreamSignal.ERROR, str(message or "error event")
+    return StreamSignal.NONE, ""
+
+
+def openai_signal(event: SseEvent) -> tuple[StreamSignal, str]:
+    if event.data.strip() == "[DONE]":
+        # A stream that ends before any content delivered nothing worth committing to, but it is
+        # a complete answer (e.g. an empty completion): commit so the client sees it.
+        return StreamSignal.CONTENT, ""
+    payload = _json(event.data)
+    if payload is None:
+        return StreamSignal.NONE, ""
+    if "error" in payload:
+        err = payload["error"]
+        message = err.get("message") if isinstance(err, dict) else err
+        return StreamSignal.ERROR, str(message or "error event")
+    for choice in payload.get("choices") or ():
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("finish_reason"):
+            return StreamSignal.CONTENT, ""
+        delta = choice.get("delta") or {}
+        if isinstance(delta, dict) and any(
+            delta.get(k) for k in ("content", "tool_calls", "function_call", "refusal",
+                                   "reasoning_content")
+        ):
+            return StreamSignal.CONTENT, ""
+    return StreamSignal.NONE, ""
+
+
+SignalFn = Callable[[SseEvent], tuple[StreamSignal, str]]
+
+
+class CommitWatcher:
+    """Feed upstream chunks until the first content event (commit) or an error event."""
+
+    def __init__(self, signal: SignalFn) -> None:
+        self._signal = signal
+        self._buffer = bytearray()
+        self.error_message = ""
+
+    def feed(self, chunk: bytes) -> StreamSignal:
+        self._buffer += chunk
+        for event in split_events(self._buffer):
+            sig, message = self._signal(event)
+            if sig is StreamSignal.ERROR:
+                self.error_message = message
+                return sig
+            if sig is StreamSignal.CONTENT:
+                return sig
+        return StreamSignal.NONE
+
+
+class TailScanner:
+    """After commit: spot an in-band error and whether the stream finished properly."""
+
+    CARRY = 40
+
+    def __init__(self, error_markers: tuple[bytes, ...], end_markers: tuple[bytes, ...]) -> None:
+        self._errors = error_markers
+        self._ends = end_markers
+        self._carry = b"\n"  # the stream start counts as a line start
+        self.saw_error = False
+        self.saw_end = False
+
+    def feed(self, chunk: bytes) -> None:
+        window = self._carry + chunk if self._carry else chunk
+        if not self.saw_error and any(m in window for m in self._errors):
+            self.saw_error = True
+        if not self.saw_end and any(m in window for m in self._ends):
+            self.saw_end = True
+        self._carry = window[-self.CARRY :]

@@ -1,0 +1,73 @@
+"""`/metrics` in Prometheus text format, read from the engine at scrape time so the hot path
+pays nothing for it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from claudex.engine.breaker import BreakerState
+from claudex.engine.engine import Engine
+
+_STATES = [s.value for s in BreakerState]
+_COLORS = ("green", "yellow", "red")
+
+
+class EngineCollector(Collector):
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def collect(self) -> Iterator[Metric]:
+        engine = self.engine
+        totals = engine.totals
+        yield CounterMetricFamily("claudex_requests", "Client requests received",
+                                  value=totals.requests)
+        yield CounterMetricFamily("claudex_failovers", "Requests served by a backup",
+                                  value=totals.failovers)
+        yield CounterMetricFamily("claudex_all_failed", "Requests no provider could serve",
+                                  value=totals.all_failed)
+        yield GaugeMetricFamily("claudex_in_flight", "Requests in flight", value=totals.in_flight)
+        sent = CounterMetricFamily("claudex_provider_requests", "Attempts sent to a provider",
+                                   labels=["provider"])
+        ok = CounterMetricFamily("claudex_provider_successes", "Successful attempts",
+                                 labels=["provider"])
+        failed = CounterMetricFamily("claudex_provider_failures", "Attempts counted as failures",
+                                     labels=["provider"])
+        limited = CounterMetricFamily("claudex_provider_rate_limited", "429 answers",
+                                      labels=["provider"])
+        state = GaugeMetricFamily("claudex_breaker_state", "1 for the breaker's current state",
+                                  labels=["provider", "state"])
+        health = GaugeMetricFamily("claudex_provider_health", "1 for the provider's colour",
+                                   labels=["provider", "color"])
+        latency = GaugeMetricFamily("claudex_provider_probe_latency_ms",
+                                    "Latency of the last health probe", labels=["provider"])
+        now = engine.clock()
+        degraded = engine.config.health.degraded_latency_ms
+        for name, rt in engine.runtimes.items():
+            s = rt.stats
+            sent.add_metric([name], s.requests)
+            ok.add_metric([name], s.successes)
+            failed.add_metric([name], s.failures)
+            limited.add_metric([name], s.rate_limited)
+            current = rt.breaker.state.value
+            for value in _STATES:
+                state.add_metric([name, value], 1.0 if value == current else 0.0)
+            color, _ = rt.color(now, degraded)
+            for value in _COLORS:
+                health.add_metric([name, value], 1.0 if value == color else 0.0)
+            if rt.health.latency_ms is not None:
+                latency.add_metric([name], rt.health.latency_ms)
+        yield from (sent, ok, failed, limited, state, health, latency)
+
+
+def make_registry(engine: Engine) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(EngineCollector(engine))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

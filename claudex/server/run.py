@@ -1,0 +1,81 @@
+"""Run the app under uvicorn, on a socket we bind ourselves so callers learn the real port
+(tests bind port 0) before the first request."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import uvicorn
+from starlette.applications import Starlette
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: float = 30.0,
+                log_level: str = "warning") -> uvicorn.Server:
+    config = uvicorn.Config(
+        app,
+        loop=loop,
+        http="httptools",
+        lifespan="on",
+        log_config=None,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        date_header=False,
+        timeout_graceful_shutdown=graceful_seconds,
+        timeout_keep_alive=75,
+    )
+    return uvicorn.Server(config)
+
+
+@dataclass
+class RunningServer:
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def stop(self) -> None:
+        self.server.should_exit = True
+        await self.task
+
+
+async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int = 0,
+                              graceful_seconds: float = 5.0) -> RunningServer:
+    """Start uvicorn inside the running loop (tests, demo, console) and wait until it serves."""
+    sock = bind_socket(host, port)
+    server = make_server(app, graceful_seconds=graceful_seconds)
+    server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
+    task = asyncio.create_task(server.serve(sockets=[sock]), name="claudex-uvicorn")
+    while not server.started:
+        if task.done():
+            task.result()  # raises the startup error
+        await asyncio.sleep(0.005)
+    return RunningServer(server, task, host, sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Starlette, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[RunningServer]:
+    running = await start_in_background(app, host, port)
+    try:
+        yield running
+    finally:
+        await running.stop()
