@@ -1,5 +1,6 @@
 """Profiles and settings: load, validate, edit in place."""
 
+from claudex.config.loader import check_config, load_config, parse_config
 from claudex.config.model import (
     BreakerSettings,
     Config,
@@ -10,6 +11,7 @@ from claudex.config.model import (
     ProxySettings,
     RetrySettings,
 )
+from claudex.config.paths import default_config_path
 
 __all__ = [
     "BreakerSettings",
@@ -20,4 +22,8 @@ __all__ = [
     "Profile",
     "ProxySettings",
     "RetrySettings",
+    "check_config",
+    "default_config_path",
+    "load_config",
+    "parse_config",
 ]

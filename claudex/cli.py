@@ -1,0 +1,305 @@
+"""The `claudex` command line. Every failure ends in one clear message and an exit status, never
+a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from claudex import __version__
+from claudex.config.loader import check_config, load_config
+from claudex.config.model import Config, ConfigError
+from claudex.config.paths import default_config_path
+
+
+class CliError(Exception):
+    """A message for the user; printed without a traceback, exit status 1."""
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    return Path(args.config).expanduser() if args.config else default_config_path()
+
+
+def _load(args: argparse.Namespace) -> Config:
+    path = _config_path(args)
+    if not path.exists():
+        raise CliError(
+            f"No config at {path}. Copy profiles.example.toml there, pass --config FILE, "
+            "or try `claudex demo --headless`."
+        )
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        lines = "\n".join(f"  {issue}" for issue in exc.issues)
+        raise CliError(f"{path} has {len(exc.issues)} problem(s):\n{lines}") from None
+
+
+def _base_url(args: argparse.Namespace) -> str:
+    if getattr(args, "url", None):
+        return str(args.url).rstrip("/")
+    host, port = "127.0.0.1", 13456
+    path = _config_path(args)
+    if path.exists():
+        try:
+            proxy = load_config(path).proxy
+            host, port = proxy.host, proxy.port
+        except ConfigError:
+            pass
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}"
+
+
+def _local_token(config: Config | None) -> str | None:
+    if config is None or not config.proxy.auth_token_env:
+        return None
+    return os.environ.get(config.proxy.auth_token_env) or None
+
+
+def _admin_headers(args: argparse.Namespace) -> dict[str, str]:
+    token = os.environ.get("CLAUDEX_TOKEN")
+    path = _config_path(args)
+    if path.exists():
+        try:
+            token = _local_token(load_config(path)) or token
+        except ConfigError:
+            pass
+    return {"authorization": f"Bearer {token}"} if token else {}
+
+
+def _admin(args: argparse.Namespace, method: str, path: str) -> httpx.Response:
+    url = _base_url(args)
+    try:
+        return httpx.request(method, url + path, headers=_admin_headers(args), timeout=10.0)
+    except httpx.TransportError:
+        raise CliError(
+            f"No claudex engine answers at {url}. Start one with `claudex serve` "
+            "(or `claudex demo --headless`), or pass --url."
+        ) from None
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from claudex import logs
+    from claudex.server.serve import serve_forever
+
+    config = _load(args)
+    logs.setup_stderr(json_lines=args.log_json, level=10 if args.debug else 20)
+    host = args.host or config.proxy.host
+    port = args.port if args.port is not None else config.proxy.port
+    return serve_forever(config, host=host, port=port, config_path=_config_path(args))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    path = _config_path(args)
+    out = Console(highlight=False)
+    issues = check_config(path)
+    if issues:
+        out.print(f"[bold red]{len(issues)} problem(s)[/] in {path}:")
+        for issue in issues:
+            out.print(f"  {issue}", markup=False)
+        return 1
+    config = load_config(path)
+    out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s)")
+    for p in config.profiles:
+        chain = " -> ".join([p.name, *p.backup_providers])
+        state = "[dim]disabled[/]" if not p.enabled else (
+            f"[yellow]misconfigured:[/] {p.problem}" if p.problem else "[green]ready[/]")
+        out.print(f"  {p.name:<16} {p.provider_type:<17} {state}  chain: {chain}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    resp = _admin(args, "GET", "/_claudex/status")
+    if resp.status_code != 200:
+        raise CliError(f"The engine answered {resp.status_code}: {resp.text[:200]}")
+    data = resp.json()
+    if args.json:
+        print(json.dumps(data, indent=2))
+        return 0
+    from claudex.status_table import render_status
+
+    render_status(data)
+    return 0
+
+
+def _breaker_command(args: argparse.Namespace, action: str) -> int:
+    resp = _admin(args, "POST", f"/_claudex/breakers/{args.name}/{action}")
+    if resp.status_code == 404:
+        raise CliError(f"No profile named {args.name!r} on the running engine.")
+    if resp.status_code != 200:
+        raise CliError(f"The engine answered {resp.status_code}: {resp.text[:200]}")
+    state = resp.json().get("breaker")
+    print(f"{args.name}: breaker {state}")
+    return 0
+
+
+def cmd_trip(args: argparse.Namespace) -> int:
+    return _breaker_command(args, "trip")
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    return _breaker_command(args, "reset")
+
+
+def _client_env(args: argparse.Namespace, profile: str | None) -> dict[str, str]:
+    base = _base_url(args)
+    config: Config | None = None
+    path = _config_path(args)
+    if path.exists():
+        try:
+            config = load_config(path)
+        except ConfigError:
+            config = None
+    if profile and config is not None and config.profile(profile) is None:
+        names = ", ".join(p.name for p in config.profiles)
+        raise CliError(f"No profile named {profile!r} in {path} (have: {names}).")
+    env = {"ANTHROPIC_BASE_URL": f"{base}/proxy/{profile}" if profile else base}
+    target = (config.profile(profile) if profile else config.default_profile) if config else None
+    if config is not None and config.proxy.auth_token_env:
+        env["ANTHROPIC_AUTH_TOKEN"] = f"${config.proxy.auth_token_env}"
+    elif target is None or target.auth_type != "passthrough":
+        # Claude Code wants some credential; the proxy supplies the real one upstream.
+        env["ANTHROPIC_AUTH_TOKEN"] = "claudex"
+    return env
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    for key, value in _client_env(args, args.profile).items():
+        # A $NAME reference stays unquoted-expandable so no secret is ever printed.
+        shown = f'"{value}"' if value.startswith("$") else f"'{value}'"
+        print(f"export {key}={shown}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    base = _base_url(args)
+    try:
+        httpx.get(base + "/healthz", headers=_admin_headers(args), timeout=3.0)
+    except httpx.TransportError:
+        raise CliError(
+            f"No claudex proxy answers at {base}. Start it first in another terminal with "
+            "`claudex serve` (or `claudex` for the console), then run this again."
+        ) from None
+    command = list(args.command or [])
+    if not command:
+        command = ["claude"]
+    if shutil.which(command[0]) is None:
+        raise CliError(f"Command not found: {command[0]}")
+    env = dict(os.environ)
+    for key, value in _client_env(args, args.profile).items():
+        env[key] = os.path.expandvars(value) if value.startswith("$") else value
+    return subprocess.call(command, env=env)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    if not args.headless:
+        raise CliError("The console is not built yet; run `claudex demo --headless`.")
+    from claudex.demo.headless import run_headless_demo
+
+    return run_headless_demo(port=args.port)
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    raise CliError(
+        "The operations console is not built yet. Use `claudex serve` for the proxy and "
+        "`claudex status` to watch it, or `claudex demo --headless` to try it."
+    )
+
+
+# -- parser --------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="claudex",
+        description="A local failover proxy for LLM API providers.",
+    )
+    parser.add_argument("--version", action="version", version=f"claudex {__version__}")
+    parser.add_argument("--config", metavar="FILE", help="profiles file (default: "
+                        "$CLAUDEX_CONFIG or the user config dir)")
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND")
+
+    def add(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                       help="profiles file")
+        return p
+
+    p = add("console", "open the operations console (default)")
+    p.set_defaults(func=cmd_console)
+    p = add("serve", "run the proxy headless")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
+    p.add_argument("--debug", action="store_true", help="log every request")
+    p.set_defaults(func=cmd_serve)
+    p = add("check", "validate the config and list every problem")
+    p.set_defaults(func=cmd_check)
+    for name, func, text in (("status", cmd_status, "show the running engine's providers"),):
+        p = add(name, text)
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--url", help="engine URL (default from the config's host and port)")
+        p.set_defaults(func=func)
+    for name, func, text in (("trip", cmd_trip, "force a provider's breaker open"),
+                             ("reset", cmd_reset, "close a provider's breaker and clear it")):
+        p = add(name, text)
+        p.add_argument("name")
+        p.add_argument("--url")
+        p.set_defaults(func=func)
+    p = add("env", "print the environment for Claude Code to use the proxy")
+    p.add_argument("profile", nargs="?")
+    p.add_argument("--url")
+    p.set_defaults(func=cmd_env)
+    p = add("run", "run Claude Code (or CMD) against the proxy")
+    p.add_argument("profile", nargs="?")
+    p.add_argument("--url")
+    p.set_defaults(func=cmd_run, command=[])
+    p = add("demo", "start fake providers and the proxy on a demo config")
+    p.add_argument("--headless", action="store_true", help="no console: print how to use it")
+    p.add_argument("--port", type=int, default=None, help="proxy port (default 13456 or free)")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    trailing: list[str] = []
+    if "--" in argv:  # `claudex run [PROFILE] -- CMD ARGS...`
+        cut = argv.index("--")
+        argv, trailing = argv[:cut], argv[cut + 1 :]
+    args = parser.parse_args(argv)
+    if trailing:
+        if getattr(args, "func", None) is not cmd_run:
+            parser.error("'--' is only used with `claudex run`")
+        args.command = trailing
+    func: Any = getattr(args, "func", cmd_console)
+    if not hasattr(args, "config"):
+        args.config = None
+    try:
+        return int(func(args))
+    except CliError as exc:
+        print(f"claudex: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,663 @@
+"""Fake LLM providers on 127.0.0.1 with faults that can be switched at run time.
+
+One `FakeProvider` speaks either the Anthropic Messages API or the OpenAI Chat Completions API
+(`fake_replies` builds the bodies) and misbehaves as its `FaultState` says (`faults`). The demo,
+the proxy's integration tests and the benchmarks all use it, so it starts in a few milliseconds
+and its normal path is one small aiohttp handler with no per-request logging.
+
+Routes:
+    anthropic   POST /v1/messages (JSON, or SSE with "stream": true)
+                POST /v1/messages/count_tokens, GET /v1/models
+    openai      POST /v1/chat/completions (JSON or SSE), GET /v1/models
+    control     GET /_fake/state, POST /_fake/fault {"mode": ..., ...}, POST /_fake/reset
+
+Every request except the control routes is recorded in `requests` (header names lowercased).
+Control routes ignore faults; while "down" nothing is reachable, so a fault set from another process
+should carry `duration_s` if it is to end by itself.
+
+Run standalone (for benchmarks or a demo in another terminal):
+    python -m claudex.demo.fake_provider grok:openai:9001 claude:anthropic:9002
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import secrets
+import socket
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from enum import Enum
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from claudex.demo import fake_replies as replies
+from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
+from claudex.demo.fake_replies import BadRequest, ErrorKind, Protocol
+from claudex.demo.faults import (
+    FAULTS_FOR_MODELS,
+    Fault,
+    FaultConfigError,
+    FaultState,
+    make_fault_state,
+)
+from claudex.demo.recording import RecordedRequest, parse_json_body, presented_tokens
+
+__all__ = [
+    "FakeProvider",
+    "FakeTokenServer",
+    "Fault",
+    "FaultConfigError",
+    "FaultState",
+    "RecordedRequest",
+    "TokenGrant",
+    "start_fakes",
+    "stop_fakes",
+]
+
+RouteKind = Literal["messages", "count_tokens", "chat", "models"]
+_BACKLOG: Final = 1024
+_SHUTDOWN_TIMEOUT_S: Final = 1.0
+_REBIND_PATIENCE_S: Final = 5.0
+_DEFAULT_MODELS: Final[dict[str, tuple[str, ...]]] = {
+    "anthropic": ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"),
+}
+_ROUTES: Final[dict[str, dict[str, tuple[str, RouteKind]]]] = {
+    "anthropic": {
+        "/v1/messages": ("POST", "messages"),
+        "/v1/messages/count_tokens": ("POST", "count_tokens"),
+        "/v1/models": ("GET", "models"),
+    },
+    "openai": {
+        "/v1/chat/completions": ("POST", "chat"),
+        "/v1/models": ("GET", "models"),
+    },
+}
+
+
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+KEEP: Final = _Keep.KEEP
+"""`set_fault(valid_tokens=KEEP)` (the default) leaves the accepted tokens as they are."""
+
+
+def _seconds_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+class FakeProvider:
+    """One fake provider listening on `host:port` (port 0 picks a free one at start)."""
+
+    def __init__(
+        self,
+        name: str,
+        protocol: Protocol,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        models: Sequence[str] | None = None,
+        stream_delay_ms: float = 0.0,
+        max_recorded: int = 10_000,
+    ) -> None:
+        if protocol not in _ROUTES:
+            raise ValueError(f"protocol must be 'anthropic' or 'openai', not {protocol!r}")
+        self.name = name
+        self.protocol: Protocol = protocol
+        self.host = host
+        self.models: tuple[str, ...] = (
+            tuple(models)
+            if models
+            else _DEFAULT_MODELS.get(protocol, (f"{name}-chat", f"{name}-mini"))
+        )
+        self.stream_delay_ms = stream_delay_ms
+        """Pause between SSE events (0: the whole stream in one write)."""
+        self.max_recorded = max_recorded
+        """`requests` keeps at most this many (the oldest half goes when full); 0: record none."""
+        self.requests: list[RecordedRequest] = []
+        self._request_count = 0
+        self._port = port
+        self._routes = _ROUTES[protocol]
+        self._faults = FaultState()
+        self._faults.observe(self._on_fault_changed)
+        self._server: web.Server | None = None
+        self._listener: asyncio.AbstractServer | None = None
+        self._opening: asyncio.Task[None] | None = None
+        self._started = False
+        self._stopping = asyncio.Event()
+        self._hang_release = asyncio.Event()
+        self._busy: dict[RequestHandler, int] = {}
+        self._expiry: asyncio.TimerHandle | None = None
+        self._id_prefix = secrets.token_hex(4)
+        self._id_seq = 0
+        self._request_id_header = "request-id" if protocol == "anthropic" else "x-request-id"
+
+    # ------------------------------------------------------------ public surface
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        """Anthropic: the host root (clients add /v1/messages); OpenAI: ends in /v1."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        root = f"http://{host}:{self._port}"
+        return root if self.protocol == "anthropic" else root + "/v1"
+
+    @property
+    def faults(self) -> FaultState:
+        return self._faults
+
+    @faults.setter
+    def faults(self, state: FaultState) -> None:
+        self._faults.observe(None)
+        self._faults = state
+        state.observe(self._on_fault_changed)
+        self._release_hangs()
+        self._sync_listener()
+        self._schedule_expiry()
+
+    def set_fault(
+        self,
+        mode: Fault,
+        *,
+        retry_after: float | str | None = 1.0,
+        retry_after_ms: float | None = None,
+        latency_ms: float | None = None,
+        cut_after_events: int = 3,
+        valid_tokens: Iterable[str] | _Keep | None = KEEP,
+        times: int | None = None,
+        duration_s: float | None = None,
+    ) -> None:
+        """Switch to `mode`; other settings take their defaults, accepted tokens are kept.
+
+        `latency_ms` defaults to 0, or to 2000 for "slow". Raises FaultConfigError on bad values.
+        """
+        settings: dict[str, object] = {
+            "retry_after": retry_after,
+            "retry_after_ms": retry_after_ms,
+            "latency_ms": latency_ms,
+            "cut_after_events": cut_after_events,
+            "times": times,
+            "duration_s": duration_s,
+        }
+        if not isinstance(valid_tokens, _Keep):
+            settings["valid_tokens"] = None if valid_tokens is None else list(valid_tokens)
+        self.faults = make_fault_state(mode, settings, valid_tokens=self._faults.valid_tokens)
+
+    @property
+    def request_count(self) -> int:
+        """Requests received since start or the last `reset_log` (control routes excluded)."""
+        return self._request_count
+
+    def reset_log(self) -> None:
+        self.requests.clear()
+        self._request_count = 0
+
+    @property
+    def listening(self) -> bool:
+        return self._listener is not None
+
+    def state(self) -> dict[str, Any]:
+        last = self.requests[-1].summary() if self.requests else None
+        return {
+            "name": self.name,
+            "protocol": self.protocol,
+            "base_url": self.base_url,
+            "listening": self.listening,
+            "faults": self._faults.to_json(),
+            "request_count": self._request_count,
+            "last_request": last,
+        }
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        loop = asyncio.get_running_loop()
+        self._stopping = asyncio.Event()
+        self._server = web.Server(self._handle, access_log=None)
+        sock = self._bind()
+        self._listener = await loop.create_server(self._server, sock=sock, backlog=_BACKLOG)
+        self._started = True
+        self._sync_listener()
+        self._schedule_expiry()
+
+    async def stop(self) -> None:
+        """Close the listener and every connection; hung and slow requests are dropped."""
+        if not self._started:
+            return
+        self._started = False
+        self._stopping.set()
+        self._release_hangs()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        if self._opening is not None:
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
+        if self._server is not None:
+            self._server.pre_shutdown()
+            await self._server.shutdown(_SHUTDOWN_TIMEOUT_S)
+            self._server = None
+
+    async def __aenter__(self) -> FakeProvider:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    def __repr__(self) -> str:
+        return (
+            f"FakeProvider({self.name!r}, {self.protocol!r}, port={self._port}, "
+            f"mode={self._faults.mode!r})"
+        )
+
+    # ------------------------------------------------------------ listening socket ("down")
+
+    def _bind(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            # SO_REUSEADDR lets "down" -> "ok" rebind the same port despite TIME_WAIT connections.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self._port))
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self._port = sock.getsockname()[1]
+        return sock
+
+    def _wants_listener(self) -> bool:
+        return self._started and self._faults.mode != "down"
+
+    def _sync_listener(self) -> None:
+        """Make the listening socket match the mode: closed while "down", open otherwise."""
+        if not self._started:
+            return
+        if self._wants_listener():
+            if self._listener is None and self._opening is None:
+                sock: socket.socket | None
+                try:
+                    # Bound and listening before this returns, so a connect right after a
+                    # switch back to "ok" is queued by the kernel instead of refused.
+                    sock = self._bind()
+                except OSError:
+                    sock = None
+                self._opening = asyncio.get_running_loop().create_task(self._serve_on(sock))
+            return
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        self._close_connections()
+
+    async def _serve_on(self, sock: socket.socket | None) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            deadline = loop.time() + _REBIND_PATIENCE_S
+            while sock is None:
+                # Another socket took the port while we were down (rare); keep trying briefly.
+                await asyncio.sleep(0.02)
+                if not self._wants_listener():
+                    return
+                with contextlib.suppress(OSError):
+                    sock = self._bind()
+                if sock is None and loop.time() > deadline:
+                    return
+            if not self._wants_listener() or self._server is None:
+                sock.close()
+                return
+            server = await loop.create_server(self._server, sock=sock, backlog=_BACKLOG)
+            if self._wants_listener():
+                self._listener = server
+            else:
+                server.close()
+        finally:
+            self._opening = None
+
+    def _close_connections(self) -> None:
+        """Close idle kept-alive connections now; busy ones close after their response."""
+        if self._server is None:
+            return
+        for connection in self._server.connections:
+            if connection in self._busy:
+                connection.close()
+            else:
+                connection.force_close()
+
+    # ------------------------------------------------------------ fault bookkeeping
+
+    def _on_fault_changed(self, field_name: str) -> None:
+        self._release_hangs()
+        if field_name == "mode":
+            self._sync_listener()
+        if field_name in ("mode", "duration_s"):
+            self._schedule_expiry()
+
+    def _release_hangs(self) -> None:
+        self._hang_release.set()
+        self._hang_release = asyncio.Event()
+
+    def _schedule_expiry(self) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        state = self._faults
+        if self._started and state.duration_s is not None and state.mode != "ok":
+            loop = asyncio.get_running_loop()
+            self._expiry = loop.call_later(state.duration_s, self._expire, state)
+
+    def _expire(self, state: FaultState) -> None:
+        self._expiry = None
+        if self._faults is state:
+            self.set_fault("ok")
+
+    def _take_fault(self, kind: RouteKind) -> Fault:
+        """The fault this request gets, counted against `times`."""
+        state = self._faults
+        mode = state.mode
+        if mode == "ok" or (kind == "models" and mode not in FAULTS_FOR_MODELS):
+            return "ok"
+        state.consume_one()
+        return mode
+
+    async def _pause(self, seconds: float) -> bool:
+        """Sleep; False if the provider is stopping meanwhile."""
+        if self._stopping.is_set():
+            return False
+        try:
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+        except TimeoutError:
+            return True
+        return False
+
+    # ------------------------------------------------------------ request handling
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        connection = request.protocol
+        self._busy[connection] = self._busy.get(connection, 0) + 1
+        try:
+            if request.path.startswith("/_fake/"):
+                return await self._control(request)
+            return await self._serve(request)
+        except ConnectionError:
+            # The client went away mid-answer (a benchmark stopping, a client timeout).
+            return self._drop(request)
+        finally:
+            remaining = self._busy[connection] - 1
+            if remaining:
+                self._busy[connection] = remaining
+            else:
+                del self._busy[connection]
+
+    async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        faults = self._faults
+        if faults.mode == "down":
+            # Arrived on a connection opened before the switch: a dead server would drop it.
+            return self._drop(request)
+        headers = {name.lower(): value for name, value in request.headers.items()}
+        raw = await request.read() if request.body_exists else b""
+        body = parse_json_body(raw)
+        self._record(request, headers, body)
+        route = self._routes.get(request.path)
+        if route is None:
+            message = f"Unknown request URL: {request.method} {request.path}."
+            return self._error("not_found", message)
+        method, kind = route
+        if request.method != method:
+            return self._error("method", f"Method {request.method} not allowed on {request.path}.")
+        if faults.valid_tokens is not None and not any(
+            token in faults.valid_tokens for token in presented_tokens(headers)
+        ):
+            return self._error("auth")
+        mode = self._take_fault(kind)
+        if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
+            return self._drop(request)
+        if mode == "hang":
+            await self._hang_release.wait()
+            return self._drop(request)
+        failure = self._failure_response(mode, faults)
+        if failure is not None:
+            return failure
+        if mode == "down":
+            return self._drop(request)
+        if kind == "models":
+            return self._models()
+        streaming = isinstance(body, dict) and body.get("stream") is True
+        if mode in ("cut", "cut_before_content") and not streaming:
+            return self._drop(request)
+        if mode == "stream_error" and not streaming:
+            return self._error("overloaded")
+        try:
+            reply = replies.plan_reply(
+                self.protocol,
+                self.name,
+                body,
+                len(raw),
+                self._next_id(),
+                needs_max_tokens=kind == "messages",
+            )
+        except BadRequest as error:
+            return self._error("invalid_request", str(error))
+        if kind == "count_tokens":
+            return self._json(200, {"input_tokens": reply.input_tokens})
+        if streaming:
+            return await self._stream(request, reply, body, mode)
+        if self.protocol == "anthropic":
+            return self._json(200, replies.anthropic_message(reply))
+        return self._json(200, replies.openai_completion(reply, int(time.time())))
+
+    def _failure_response(self, mode: Fault, faults: FaultState) -> web.Response | None:
+        if mode == "500":
+            return self._error("server")
+        if mode == "529":
+            return self._error("overloaded")
+        if mode == "401":
+            return self._error("auth")
+        if mode == "429":
+            response = self._error("rate_limit")
+            if faults.retry_after is not None:
+                value = faults.retry_after
+                response.headers["retry-after"] = (
+                    value if isinstance(value, str) else _seconds_text(value)
+                )
+            if faults.retry_after_ms is not None:
+                response.headers["retry-after-ms"] = _seconds_text(faults.retry_after_ms)
+            return response
+        return None
+
+    async def _stream(
+        self, request: web.BaseRequest, reply: replies.Reply, body: dict[str, Any], mode: Fault
+    ) -> web.StreamResponse:
+        if self.protocol == "anthropic":
+            parts = replies.anthropic_stream(reply)
+        else:
+            options = body.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            parts = replies.openai_stream(reply, int(time.time()), include_usage)
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream; charset=utf-8",
+                "Cache-Control": "no-cache",
+                "x-fake-provider": self.name,
+                self._request_id_header: "req_" + reply.id,
+            },
+        )
+        await response.prepare(request)
+        cut_at = self._faults.cut_after_events
+        if mode == "cut_before_content":
+            await self._send(response, parts.preamble)
+            return self._drop(request, response)
+        if mode == "cut":
+            await self._send(response, [*parts.preamble, *parts.opening, *parts.deltas[:cut_at]])
+            return self._drop(request, response)
+        if mode == "stream_error":
+            events = [*parts.preamble, *parts.opening, *parts.deltas[:cut_at], parts.error]
+        elif self.stream_delay_ms > 0:
+            events = [*parts.preamble, *parts.opening, *parts.deltas, *parts.closing]
+        else:
+            events = [parts.everything]
+        if not await self._send(response, events):
+            return self._drop(request, response)
+        return response  # aiohttp ends the chunked body
+
+    async def _send(self, response: web.StreamResponse, events: list[bytes]) -> bool:
+        """Write the events, pausing `stream_delay_ms` between them; False if stopping."""
+        if self.stream_delay_ms <= 0:
+            await response.write(b"".join(events))
+            return True
+        for index, event in enumerate(events):
+            if index and not await self._pause(self.stream_delay_ms / 1000):
+                return False
+            await response.write(event)
+        return True
+
+    def _drop(
+        self, request: web.BaseRequest, response: web.StreamResponse | None = None
+    ) -> web.StreamResponse:
+        """Close the connection without (finishing) an answer; what was written is flushed."""
+        request.protocol.force_close()
+        return response if response is not None else web.Response()
+
+    def _models(self) -> web.Response:
+        if self.protocol == "anthropic":
+            return self._json(200, replies.anthropic_models(self.models))
+        return self._json(200, replies.openai_models(self.models, self.name))
+
+    def _error(self, kind: ErrorKind, message: str | None = None) -> web.Response:
+        status, payload = replies.error_reply(self.protocol, kind, message)
+        return self._json(status, payload)
+
+    def _json(self, status: int, payload: dict[str, Any]) -> web.Response:
+        return web.Response(
+            status=status,
+            body=replies.dumps_bytes(payload),
+            headers={
+                "Content-Type": "application/json",
+                "x-fake-provider": self.name,
+                self._request_id_header: "req_" + self._next_id(),
+            },
+        )
+
+    def _next_id(self) -> str:
+        self._id_seq += 1
+        return f"{self._id_prefix}{self._id_seq:08x}"
+
+    def _record(self, request: web.BaseRequest, headers: dict[str, str], body: Any) -> None:
+        self._request_count += 1
+        if self.max_recorded <= 0:
+            return
+        self.requests.append(
+            RecordedRequest(request.method, request.path, headers, body, time.monotonic())
+        )
+        if len(self.requests) > self.max_recorded:
+            del self.requests[: len(self.requests) - self.max_recorded // 2]
+
+    # ------------------------------------------------------------ control routes
+
+    async def _control(self, request: web.BaseRequest) -> web.Response:
+        path, method = request.path, request.method
+        if path == "/_fake/state" and method == "GET":
+            return web.json_response(self.state())
+        if path == "/_fake/reset" and method == "POST":
+            self.faults = FaultState()
+            self.reset_log()
+            return web.json_response(self.state())
+        if path == "/_fake/fault" and method == "POST":
+            body = parse_json_body(await request.read())
+            if not isinstance(body, dict) or "mode" not in body:
+                return web.json_response(
+                    {"error": 'expected a JSON object with "mode"'}, status=400
+                )
+            settings = {key: value for key, value in body.items() if key != "mode"}
+            try:
+                state = make_fault_state(
+                    body["mode"], settings, valid_tokens=self._faults.valid_tokens
+                )
+            except FaultConfigError as error:
+                return web.json_response({"error": str(error)}, status=400)
+            self.faults = state
+            return web.json_response(self.state())
+        return web.json_response({"error": f"no control route {method} {path}"}, status=404)
+
+
+async def start_fakes(
+    specs: Sequence[tuple[str, Protocol]], *, host: str = "127.0.0.1"
+) -> list[FakeProvider]:
+    """Start one fake per (name, protocol), each on a free port, concurrently."""
+    fakes = [FakeProvider(name, protocol, host=host) for name, protocol in specs]
+    try:
+        await asyncio.gather(*(fake.start() for fake in fakes))
+    except BaseException:
+        await stop_fakes(fakes)
+        raise
+    return fakes
+
+
+async def stop_fakes(fakes: Iterable[FakeProvider]) -> None:
+    await asyncio.gather(*(fake.stop() for fake in fakes))
+
+
+# ---------------------------------------------------------------- standalone
+
+
+def _parse_spec(text: str) -> tuple[str, Protocol, int]:
+    name, _, rest = text.partition(":")
+    protocol, _, port = rest.partition(":")
+    if not name or protocol not in ("anthropic", "openai"):
+        raise argparse.ArgumentTypeError(f"expected NAME:anthropic|openai[:PORT], got {text!r}")
+    if port and not port.isdigit():
+        raise argparse.ArgumentTypeError(f"port must be a number in {text!r}")
+    return name, protocol, int(port or 0)  # type: ignore[return-value]  # checked above
+
+
+async def _serve_forever(specs: list[tuple[str, Protocol, int]], host: str) -> None:
+    fakes = [FakeProvider(name, protocol, host=host, port=port) for name, protocol, port in specs]
+    try:
+        for fake in fakes:
+            await fake.start()
+            print(f"{fake.name:>12}  {fake.protocol:<9}  {fake.base_url}", flush=True)
+        await asyncio.Event().wait()
+    finally:
+        await stop_fakes(fakes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m claudex.demo.fake_provider",
+        description="Run fake LLM providers until interrupted (faults via POST /_fake/fault).",
+    )
+    parser.add_argument("specs", nargs="+", type=_parse_spec, metavar="NAME:PROTOCOL[:PORT]")
+    parser.add_argument("--host", default="127.0.0.1")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve_forever(args.specs, args.host))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as error:
+        print(f"cannot start the fake providers: {error.strerror or error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""What the fakes remember about each request, so tests can assert what a client sent."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+SECRET_HEADERS: Final = frozenset({"authorization", "x-api-key", "proxy-authorization", "cookie"})
+
+
+def mask_secret(value: str) -> str:
+    """Show a secret as `sk-…abcd`: a short prefix and the last four characters at most."""
+    if len(value) <= 8:
+        return "…"
+    prefix = value.split("-", 1)[0] + "-" if "-" in value[:8] else ""
+    return f"{prefix}…{value[-4:]}"
+
+
+def masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `headers` with credential values masked."""
+    return {
+        name: _mask_header(value) if name in SECRET_HEADERS else value
+        for name, value in headers.items()
+    }
+
+
+def _mask_header(value: str) -> str:
+    scheme, _, credential = value.partition(" ")
+    if credential:
+        return f"{scheme} {mask_secret(credential)}"
+    return mask_secret(value)
+
+
+def presented_tokens(headers: Mapping[str, str]) -> tuple[str, ...]:
+    """The credentials a request carries: its x-api-key and its bearer token, if any."""
+    tokens: list[str] = []
+    api_key = headers.get("x-api-key")
+    if api_key:
+        tokens.append(api_key)
+    authorization = headers.get("authorization", "")
+    scheme, _, credential = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credential.strip():
+        tokens.append(credential.strip())
+    return tuple(tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as received. `headers` has lowercased names and real values (tests compare
+    them); `repr` masks credentials so a failing assertion does not print a secret."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    json: Any
+    """The parsed JSON body, or None (no body, or not JSON)."""
+    time: float
+    """`time.monotonic()` when the request arrived."""
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordedRequest(method={self.method!r}, path={self.path!r}, "
+            f"headers={masked_headers(self.headers)!r}, json={self.json!r}, time={self.time!r})"
+        )
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-friendly view with credentials masked."""
+        return {
+            "method": self.method,
+            "path": self.path,
+            "headers": masked_headers(self.headers),
+            "json": self.json,
+            "time": self.time,
+        }
+
+
+def parse_json_body(raw: bytes) -> Any:
+    """The JSON value of a request body, or None when it is empty or not JSON."""
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None

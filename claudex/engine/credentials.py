@@ -1,0 +1,404 @@
+"""Upstream credentials for one profile, and OAuth refresh-then-retry.
+
+`Credentials.auth_headers()` gives the headers to send upstream (None for `auth_type =
+"passthrough"`, where the client's own headers go through). Tokens are cached; one whose expiry is
+within 60 s is refreshed before use. When the upstream answers 401 the caller asks
+`refresh_after_401(failed)`: True means a different token is ready and the request may be retried
+once; False means none can be had, and `status` then says "needs login" until `mark_ok()`.
+
+Sources, first match (DESIGN.md "OAuth refresh-then-retry"):
+  token_command                      run through the shell, stdout is the token; re-run on 401
+  auth_type "oauth" + oauth_provider a credentials file (formats in `oauth.py`); on 401 re-read it,
+                                     then use its refresh token, and write the file back atomically
+  otherwise                          an API key: `api_key`, or the `api_key_env` variable
+
+Errors: `CredentialError` when a source cannot be read at all (raised by `auth_headers`);
+`NeedsLogin` describes why a rejected token could not be replaced (`Credentials.needs_login`).
+No token ever appears in a log line, event or exception message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from claudex.config.model import Profile
+from claudex.engine import clock
+from claudex.engine.clock import WallClock
+from claudex.engine.events import Event
+from claudex.engine.oauth import (
+    FORMATS,
+    CommandFailed,
+    OAuthFormat,
+    OAuthToken,
+    RefreshFailed,
+    TokenFileError,
+    TokenFileMissing,
+    read_token_file,
+    request_refresh,
+    run_shell_command,
+    token_from_output,
+)
+from claudex.engine.secrets import mask_secret, write_json_atomic, write_text_atomic
+
+__all__ = [
+    "OAUTH_BETA",
+    "AuthHeaders",
+    "CredentialError",
+    "Credentials",
+    "NeedsLogin",
+    "credentials_path",
+    "mask_secret",
+    "write_json_atomic",
+    "write_text_atomic",
+]
+
+log = logging.getLogger("claudex.credentials")
+
+OAUTH_BETA = "oauth-2025-04-20"
+NEEDS_LOGIN = "needs login"
+# A token this close to its expiry is refreshed before use.
+EXPIRY_MARGIN_SECONDS = 60.0
+# After a refresh failed for a token, don't ask the token endpoint about it again for this long:
+# every request would otherwise POST once more while the breaker is still counting.
+RETRY_REFRESH_AFTER_SECONDS = 60.0
+
+SourceKind = Literal["passthrough", "command", "file", "key"]
+
+
+class CredentialError(Exception):
+    """A credential source is unreadable or malformed; the message names the file, not the token."""
+
+    def __init__(self, reason: str, *, profile: str | None = None) -> None:
+        super().__init__(f"{profile}: {reason}" if profile else reason)
+        self.reason = reason
+        self.profile = profile
+
+
+class NeedsLogin(Exception):
+    """A rejected OAuth token could not be replaced; only the user can fix it (`claude login`)."""
+
+    def __init__(self, profile: str, reason: str, remedy: str) -> None:
+        super().__init__(
+            f"{profile}: the OAuth token was rejected and could not be refreshed ({reason}); "
+            + remedy
+        )
+        self.profile = profile
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class AuthHeaders:
+    headers: dict[str, str]
+    token: str  # the secret used, so that a 401 can say which token failed
+    beta: str | None = None  # an anthropic-beta value to merge into the forwarded header
+
+    def __repr__(self) -> str:  # a stray debug print must not leak the token
+        return f"AuthHeaders(token={mask_secret(self.token)!r}, beta={self.beta!r})"
+
+
+@dataclass(frozen=True)
+class _GaveUp:
+    token: str
+    at: float
+    reason: str
+
+
+def credentials_path(profile: Profile) -> Path | None:
+    """The credentials file an oauth profile reads (None when it reads none), `~` expanded."""
+    fmt = FORMATS.get(profile.oauth_provider or "")
+    if profile.auth_type != "oauth" or profile.token_command or fmt is None:
+        return None
+    return Path(profile.credentials_file or fmt.default_path).expanduser()
+
+
+def _source_kind(profile: Profile) -> SourceKind:
+    if profile.auth_type == "passthrough":
+        return "passthrough"
+    if profile.token_command:
+        return "command"
+    if profile.auth_type == "oauth":
+        return "file"
+    return "key"
+
+
+class Credentials:
+    def __init__(
+        self,
+        profile: Profile,
+        *,
+        env: Mapping[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+        wall: WallClock = clock.wall,
+        on_event: Callable[[Event], None] | None = None,
+        run_command: Callable[[str], Awaitable[str]] | None = None,
+    ) -> None:
+        self._profile = profile
+        self._env: Mapping[str, str] = env if env is not None else os.environ
+        self._http = http
+        self._wall = wall
+        self._on_event = on_event
+        self._run_command = run_command or run_shell_command
+        self._kind = _source_kind(profile)
+        self._format: OAuthFormat | None = FORMATS.get(profile.oauth_provider or "")
+        self._path = credentials_path(profile)
+        self._beta = (
+            OAUTH_BETA
+            if profile.auth_type == "oauth"
+            and profile.oauth_provider == "claude"
+            and profile.provider_type == "DirectAnthropic"
+            else None
+        )
+        # One load or refresh at a time; concurrent 401s wait here and then see its result.
+        self._lock = asyncio.Lock()
+        self._token: OAuthToken | None = None
+        self._generation = 0  # counts finished refresh_after_401 runs
+        self._gave_up: _GaveUp | None = None
+        self._status: str | None = None
+        self._needs_login: NeedsLogin | None = None
+
+    @property
+    def profile(self) -> Profile:
+        return self._profile
+
+    @property
+    def status(self) -> str | None:
+        """None when fine; "needs login" after a rejected token could not be replaced."""
+        return self._status
+
+    @property
+    def needs_login(self) -> NeedsLogin | None:
+        """Why the status is "needs login", ready to show or raise; None otherwise."""
+        return self._needs_login
+
+    def mark_ok(self) -> None:
+        """The caller saw the current token work."""
+        self._status = None
+        self._needs_login = None
+
+    async def auth_headers(self) -> AuthHeaders | None:
+        """Headers for the upstream request; raises `CredentialError` if the source is unusable."""
+        if self._kind == "passthrough":
+            return None
+        token = self._token
+        if token is None or self._wants_early_refresh(token):
+            async with self._lock:
+                token = self._token
+                if token is None or self._wants_early_refresh(token):
+                    token = await self._load()
+                    self._token = token
+        return self._headers(token)
+
+    async def refresh_after_401(self, failed: AuthHeaders) -> bool:
+        """After a 401 with `failed`: True when a different token is now ready (retry once)."""
+        if self._kind == "passthrough":
+            return False
+        entry_generation = self._generation
+        async with self._lock:
+            current = self._token
+            if current is not None and current.access_token != failed.token:
+                return True  # another caller already replaced it
+            if self._generation != entry_generation:
+                return False  # the refresh we waited for was for this token, and it failed
+            self._token = None
+            try:
+                return await self._replace_rejected(failed.token)
+            finally:
+                self._generation += 1
+
+    # -- loading -------------------------------------------------------------------------------
+
+    def _headers(self, token: OAuthToken) -> AuthHeaders:
+        secret = token.access_token
+        if self._kind == "key" and self._profile.provider_type == "DirectAnthropic":
+            return AuthHeaders({"x-api-key": secret}, secret)
+        return AuthHeaders({"authorization": f"Bearer {secret}"}, secret, self._beta)
+
+    def _wants_early_refresh(self, token: OAuthToken) -> bool:
+        return token.expires_within(
+            self._wall(), EXPIRY_MARGIN_SECONDS
+        ) and not self._recently_gave_up_on(token.access_token)
+
+    def _recently_gave_up_on(self, token: str) -> bool:
+        gave_up = self._gave_up
+        return (
+            gave_up is not None
+            and gave_up.token == token
+            and self._wall() - gave_up.at < RETRY_REFRESH_AFTER_SECONDS
+        )
+
+    async def _load(self) -> OAuthToken:
+        if self._kind == "key":
+            return self._read_key()
+        if self._kind == "command":
+            try:
+                return await self._command_token()
+            except CommandFailed as exc:
+                raise self._error(exc.reason) from None
+        token, doc = self._read_file()
+        if not self._wants_early_refresh(token):
+            return token
+        try:
+            return await self._grant_and_save(token, doc)
+        except RefreshFailed as exc:
+            self._gave_up = _GaveUp(token.access_token, self._wall(), exc.reason)
+            log.warning(
+                "%s: the token expires soon and could not be refreshed (%s); "
+                "using it until it is rejected",
+                self._profile.name,
+                exc.reason,
+            )
+            return token
+
+    def _read_key(self) -> OAuthToken:
+        if self._profile.api_key:
+            return OAuthToken(self._profile.api_key)
+        variable = self._profile.api_key_env
+        if not variable:
+            raise self._error("no api_key or api_key_env is set")
+        value = self._env.get(variable, "").strip()
+        if not value:
+            raise self._error(f"environment variable {variable} is not set")
+        return OAuthToken(value)
+
+    async def _command_token(self) -> OAuthToken:
+        try:
+            output = await self._run_command(self._profile.token_command or "")
+        except CommandFailed as exc:
+            raise CommandFailed(f"token_command {exc.reason}") from None
+        except Exception as exc:  # an injected runner's own error; its text may hold output
+            raise CommandFailed(f"token_command failed ({type(exc).__name__})") from None
+        token = token_from_output(output)
+        if token is None:
+            raise CommandFailed("token_command printed nothing")
+        return OAuthToken(token)
+
+    def _read_file(self) -> tuple[OAuthToken, dict[str, Any]]:
+        try:
+            return self._read_file_or_fail()
+        except TokenFileMissing as exc:
+            raise self._error(f"{exc}; run `{self._login_command}`") from None
+        except TokenFileError as exc:
+            raise self._error(str(exc)) from None
+
+    def _read_file_or_fail(self) -> tuple[OAuthToken, dict[str, Any]]:
+        if self._format is None or self._path is None:
+            raise TokenFileError(
+                'auth_type = "oauth" needs oauth_provider = "claude" or "codex", or a token_command'
+            )
+        return read_token_file(self._format, self._path)
+
+    @property
+    def _login_command(self) -> str:
+        return self._format.login_command if self._format else "claude login"
+
+    def _error(self, reason: str) -> CredentialError:
+        return CredentialError(reason, profile=self._profile.name)
+
+    # -- replacing a rejected token ------------------------------------------------------------
+
+    async def _replace_rejected(self, failed: str) -> bool:
+        if self._kind == "key":
+            try:
+                token = self._read_key()
+            except CredentialError:
+                return False
+            self._token = token
+            return token.access_token != failed
+        if self._kind == "command":
+            try:
+                token = await self._command_token()
+            except CommandFailed as exc:
+                return self._fail(failed, exc.reason)
+            self._token = token
+            if token.access_token == failed:
+                return self._fail(failed, "token_command printed the same token again")
+            self._succeeded(f"{self._profile.name}: token_command gave a new token")
+            return True
+        try:
+            token, doc = self._read_file_or_fail()
+        except TokenFileError as exc:
+            return self._fail(failed, str(exc))
+        if token.access_token != failed:
+            self._token = token
+            self._succeeded(f"{self._profile.name}: picked up a new token from {self._path}")
+            return True
+        if self._recently_gave_up_on(failed) and self._gave_up is not None:
+            # Asked the token endpoint about this very token a moment ago; don't hammer it.
+            self._set_needs_login(self._gave_up.reason, announce=self._status is None)
+            return False
+        if not token.refresh_token:
+            return self._fail(failed, "no refresh token")
+        try:
+            self._token = await self._grant_and_save(token, doc)
+        except RefreshFailed as exc:
+            return self._fail(failed, exc.reason)
+        return True
+
+    async def _grant_and_save(self, token: OAuthToken, doc: dict[str, Any]) -> OAuthToken:
+        fmt, path = self._format, self._path
+        assert fmt is not None and path is not None  # only file sources get here
+        if not token.refresh_token:
+            raise RefreshFailed("no refresh token")
+        grant = await request_refresh(
+            self._http,
+            self._profile.token_url or fmt.token_url,
+            self._profile.client_id or fmt.client_id,
+            token.refresh_token,
+        )
+        new_doc = fmt.updated(doc, grant, self._wall())
+        new_token = fmt.read(new_doc)
+        if grant.expires_in is None:
+            # The file's old expiry no longer applies; unknown is better than "already expired".
+            new_token = replace(new_token, expires_at=None)
+        try:
+            write_json_atomic(path, new_doc)
+        except OSError as exc:
+            log.warning(
+                "%s: could not write %s (%s); the new token is kept in memory only",
+                self._profile.name,
+                path,
+                exc.strerror,
+            )
+        self._succeeded(f"{self._profile.name}: token refreshed")
+        return new_token
+
+    def _succeeded(self, message: str) -> None:
+        self._gave_up = None
+        self.mark_ok()
+        log.info("%s", message)
+        self._publish(message, ok=True)
+
+    def _fail(self, failed: str, reason: str) -> bool:
+        self._gave_up = _GaveUp(failed, self._wall(), reason)
+        self._set_needs_login(reason, announce=True)
+        return False
+
+    def _set_needs_login(self, reason: str, *, announce: bool) -> None:
+        if self._kind == "command":
+            remedy = "check the profile's token_command"
+        else:
+            remedy = f"run `{self._login_command}`"
+        self._needs_login = NeedsLogin(self._profile.name, reason, remedy)
+        self._status = NEEDS_LOGIN
+        if announce:
+            message = str(self._needs_login)
+            log.warning("%s", message)
+            self._publish(message, ok=False, reason=reason)
+
+    def _publish(self, message: str, *, ok: bool, reason: str | None = None) -> None:
+        if self._on_event is None:
+            return
+        data: dict[str, Any] = {"ok": ok}
+        if reason is not None:
+            data["reason"] = reason
+        self._on_event(
+            Event(kind="refresh", message=message, profile=self._profile.name, data=data)
+        )

@@ -1,0 +1,354 @@
+"""Where OAuth tokens come from: credential files, the refresh-token grant, and token commands.
+
+`credentials.py` decides when to use these; nothing here caches, locks, logs or publishes events.
+Failures are reported as small exceptions carrying a reason in plain words that never contains a
+token, for `credentials.py` to turn into its public errors:
+
+    TokenFileError   a credentials file is missing, unreadable, not JSON, or lacks a token
+    RefreshFailed    the refresh-token grant did not produce a new token
+    CommandFailed    a token command could not be run, timed out, or exited non-zero
+
+Two file formats are understood: Claude Code's `~/.claude/.credentials.json`
+(`claudeAiOauth.accessToken/refreshToken/expiresAt`, the expiry in epoch milliseconds) and the
+Codex CLI's `~/.codex/auth.json` (`tokens.access_token/refresh_token`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import os
+import re
+import signal
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+TOKEN_TIMEOUT_SECONDS = 30.0
+COMMAND_TIMEOUT_SECONDS = 30.0
+
+
+class TokenFileError(ValueError):
+    """A credentials file cannot be used; the message names the file or key, never a token."""
+
+
+class TokenFileMissing(TokenFileError):
+    """The credentials file does not exist: the user has not logged in with that tool here."""
+
+
+class RefreshFailed(Exception):
+    """The refresh grant failed; `reason` says why in plain words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class CommandFailed(Exception):
+    """A token command failed; `reason` says how (exit status, timeout), never what it printed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class OAuthToken:
+    # repr=False: a stray debug print must not show a secret.
+    access_token: str = field(repr=False)
+    refresh_token: str | None = field(default=None, repr=False)
+    expires_at: float | None = None  # epoch seconds; None when the source does not say
+
+    def expires_within(self, now: float, margin: float) -> bool:
+        return self.expires_at is not None and self.expires_at - now <= margin
+
+
+@dataclass(frozen=True)
+class GrantResult:
+    """What a token endpoint answered to a refresh grant."""
+
+    access_token: str = field(repr=False)
+    refresh_token: str | None = field(repr=False)
+    expires_in: float | None
+    id_token: str | None = field(default=None, repr=False)
+
+
+class OAuthFormat:
+    """One provider's credentials file: where it lives, how to read it, how to write a new token."""
+
+    provider: str
+    default_path: str
+    token_url: str
+    client_id: str
+    login_command: str
+
+    def read(self, doc: object) -> OAuthToken:
+        raise NotImplementedError
+
+    def updated(self, doc: object, grant: GrantResult, now: float) -> dict[str, Any]:
+        """A copy of `doc` holding the new token, every other key kept as it was."""
+        raise NotImplementedError
+
+
+class ClaudeFormat(OAuthFormat):
+    provider = "claude"
+    default_path = "~/.claude/.credentials.json"
+    token_url = "https://console.anthropic.com/v1/oauth/token"
+    client_id = "9d1c250a-e61b-44d9-88ed-5944d1962f5e"
+    login_command = "claude login"
+    _section = "claudeAiOauth"
+
+    def read(self, doc: object) -> OAuthToken:
+        section = _section(doc, self._section)
+        access = _required_string(section, "accessToken", self._section)
+        expires_ms = section.get("expiresAt")
+        expires_at = _epoch_seconds(expires_ms)
+        return OAuthToken(access, _optional_string(section, "refreshToken"), expires_at)
+
+    def updated(self, doc: object, grant: GrantResult, now: float) -> dict[str, Any]:
+        new_doc = _copy_object(doc)
+        section = dict(_section(new_doc, self._section))
+        section["accessToken"] = grant.access_token
+        if grant.refresh_token is not None:
+            section["refreshToken"] = grant.refresh_token
+        if grant.expires_in is not None:
+            section["expiresAt"] = int(now * 1000 + grant.expires_in * 1000)
+        new_doc[self._section] = section
+        return new_doc
+
+
+class CodexFormat(OAuthFormat):
+    provider = "codex"
+    default_path = "~/.codex/auth.json"
+    token_url = "https://auth.openai.com/oauth/token"
+    client_id = "app_EMoamEEZ73f0CkXaXp7hrann"
+    login_command = "codex login"
+    _section = "tokens"
+    _expiry_keys = ("expires_at", "expiresAt")
+
+    def read(self, doc: object) -> OAuthToken:
+        section = _section(doc, self._section)
+        access = _required_string(section, "access_token", self._section)
+        expires_at = None
+        for key in self._expiry_keys:
+            if key in section:
+                expires_at = _epoch_seconds(section[key])
+                break
+        return OAuthToken(access, _optional_string(section, "refresh_token"), expires_at)
+
+    def updated(self, doc: object, grant: GrantResult, now: float) -> dict[str, Any]:
+        new_doc = _copy_object(doc)
+        section = dict(_section(new_doc, self._section))
+        section["access_token"] = grant.access_token
+        if grant.refresh_token is not None:
+            section["refresh_token"] = grant.refresh_token
+        if grant.id_token is not None and "id_token" in section:
+            section["id_token"] = grant.id_token
+        # Codex files normally carry no expiry; one is only kept current, never added.
+        if grant.expires_in is not None:
+            for key in self._expiry_keys:
+                if key in section:
+                    section[key] = _same_unit(section[key], now + grant.expires_in)
+        new_doc[self._section] = section
+        return new_doc
+
+
+FORMATS: dict[str, OAuthFormat] = {"claude": ClaudeFormat(), "codex": CodexFormat()}
+
+
+def read_token_file(fmt: OAuthFormat, path: Path) -> tuple[OAuthToken, dict[str, Any]]:
+    """The token in `path` and the whole document (to write back with other keys kept)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TokenFileMissing(f"credentials file {path} does not exist") from None
+    except OSError as exc:
+        raise TokenFileError(f"cannot read {path} ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise TokenFileError(f"cannot read {path} (not UTF-8 text)") from None
+    try:
+        doc: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        # exc.msg is the parser's complaint only; the document itself is not quoted.
+        raise TokenFileError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    try:
+        token = fmt.read(doc)
+    except TokenFileError as exc:
+        raise TokenFileError(f"{path}: {exc}") from None
+    return token, _copy_object(doc)
+
+
+def token_from_output(output: str) -> str | None:
+    """The first non-empty line of a command's output (`pass show` prints extras after it)."""
+    for line in output.splitlines():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+async def request_refresh(
+    http: httpx.AsyncClient | None,
+    token_url: str,
+    client_id: str,
+    refresh_token: str,
+    time_limit: float = TOKEN_TIMEOUT_SECONDS,
+) -> GrantResult:
+    """POST the refresh-token grant as JSON; raise `RefreshFailed` unless a new token comes back."""
+    payload = {
+        "grant_type": "refresh_token",
+        "refresh_token": refresh_token,
+        "client_id": client_id,
+    }
+    try:
+        if http is None:
+            async with httpx.AsyncClient(timeout=time_limit) as client:
+                response = await client.post(token_url, json=payload, timeout=time_limit)
+        else:
+            response = await http.post(token_url, json=payload, timeout=time_limit)
+    except httpx.TimeoutException as exc:
+        raise RefreshFailed(f"the token endpoint did not answer within {time_limit:g} s") from exc
+    except httpx.HTTPError as exc:
+        raise RefreshFailed(f"could not reach the token endpoint ({type(exc).__name__})") from exc
+    try:
+        body: object = response.json()
+    except ValueError:
+        body = None
+    if response.status_code != 200:
+        code = _error_code(body)
+        detail = f" ({code})" if code else ""
+        raise RefreshFailed(f"the token endpoint answered {response.status_code}{detail}")
+    if not isinstance(body, dict):
+        raise RefreshFailed("the token endpoint's answer was not a JSON object")
+    access = body.get("access_token")
+    if not isinstance(access, str) or not access:
+        raise RefreshFailed("the token endpoint answered without an access token")
+    refresh = body.get("refresh_token")
+    expires_in: object = body.get("expires_in")
+    id_token = body.get("id_token")
+    return GrantResult(
+        access_token=access,
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        expires_in=_positive_number(expires_in),
+        id_token=id_token if isinstance(id_token, str) and id_token else None,
+    )
+
+
+async def run_shell_command(command: str, time_limit: float = COMMAND_TIMEOUT_SECONDS) -> str:
+    """Run `command` through the shell and return its stdout.
+
+    The command runs in its own process group so that a timeout (or cancellation) kills whatever
+    it started, not just the shell.
+    """
+    try:
+        process = await asyncio.create_subprocess_shell(
+            command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise CommandFailed(f"could not be started ({exc.strerror or type(exc).__name__})") from exc
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), time_limit)
+    except TimeoutError:
+        await _kill_group(process)
+        raise CommandFailed(f"did not finish within {time_limit:g} s") from None
+    except BaseException:
+        await _kill_group(process)
+        raise
+    if process.returncode != 0:
+        # Only stderr's first line is shown: stdout is where the secret would be.
+        lines = stderr.decode("utf-8", "replace").strip().splitlines()
+        first = lines[0].strip()[:200] if lines else ""
+        detail = f": {first}" if first else ""
+        raise CommandFailed(f"exited with status {process.returncode}{detail}")
+    return stdout.decode("utf-8", "replace")
+
+
+async def _kill_group(process: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        process.kill()
+    await process.wait()
+
+
+def _section(doc: object, name: str) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise TokenFileError("the file is not a JSON object")
+    section = doc.get(name)
+    if not isinstance(section, dict):
+        raise TokenFileError(f"it has no {name!r} object")
+    return section
+
+
+def _required_string(section: dict[str, Any], key: str, where: str) -> str:
+    value = section.get(key)
+    if not isinstance(value, str) or not value:
+        raise TokenFileError(f"it has no {where}.{key}")
+    return value
+
+
+def _optional_string(section: dict[str, Any], key: str) -> str | None:
+    value = section.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def _copy_object(doc: object) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise TokenFileError("the file is not a JSON object")
+    return copy.deepcopy(doc)
+
+
+def _positive_number(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None
+
+
+# Epoch values above this are milliseconds (in seconds it would be the year 5138).
+_MILLISECONDS_FROM = 100_000_000_000
+
+
+def _epoch_seconds(value: object) -> float | None:
+    """An expiry as epoch seconds, from epoch seconds, epoch milliseconds or an ISO 8601 string."""
+    number = _positive_number(value)
+    if number is not None:
+        return number / 1000 if number >= _MILLISECONDS_FROM else number
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            if parsed.tzinfo is not None:
+                return parsed.timestamp()
+    return None
+
+
+def _same_unit(old: object, expires_at: float) -> object:
+    """Write a new expiry in the same form the file already used for it."""
+    number = _positive_number(old)
+    if number is not None:
+        return int(expires_at * 1000) if number >= _MILLISECONDS_FROM else int(expires_at)
+    if isinstance(old, str):
+        return datetime.fromtimestamp(expires_at, UTC).isoformat().replace("+00:00", "Z")
+    return old
+
+
+_SAFE_ERROR_CODE = re.compile(r"^[A-Za-z0-9_.\- ]{1,60}$")
+
+
+def _error_code(body: object) -> str | None:
+    """The OAuth error code (`invalid_grant`) if the body has a short plain one; never free text."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict):
+        error = error.get("type")
+    if isinstance(error, str) and _SAFE_ERROR_CODE.match(error):
+        return error
+    return None

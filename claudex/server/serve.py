@@ -1,0 +1,81 @@
+"""`claudex serve`: the headless proxy as a process, with graceful shutdown on SIGINT/SIGTERM
+(uvicorn stops accepting, lets in-flight requests finish, then the engine closes)."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from claudex.config.loader import load_config
+from claudex.config.model import Config
+from claudex.engine.engine import Engine
+from claudex.logs import REDACTOR
+from claudex.server.app import create_app
+from claudex.server.run import bind_socket, make_server
+from claudex.server.security import is_loopback_host
+
+log = logging.getLogger("claudex.server")
+
+
+class ServeError(Exception):
+    pass
+
+
+def resolve_token(config: Config) -> str | None:
+    """The local token clients must send, or None. Refuses a non-loopback bind without one."""
+    env_name = config.proxy.auth_token_env
+    token = os.environ.get(env_name) if env_name else None
+    if env_name and not token:
+        raise ServeError(f"proxy.auth_token_env names {env_name}, but it is not set.")
+    return token
+
+
+def register_secrets(config: Config) -> None:
+    secrets = [p.api_key for p in config.profiles]
+    secrets += [os.environ.get(p.api_key_env, "") for p in config.profiles if p.api_key_env]
+    if config.proxy.auth_token_env:
+        secrets.append(os.environ.get(config.proxy.auth_token_env))
+    REDACTOR.add(secrets)
+
+
+def serve_forever(config: Config, *, host: str, port: int, config_path: Path | None) -> int:
+    from claudex.cli import CliError
+
+    if not is_loopback_host(host) and not config.proxy.auth_token_env:
+        raise CliError(f"Refusing to listen on {host}: a non-loopback address needs "
+                       "proxy.auth_token_env so clients must present a token.")
+    try:
+        token = resolve_token(config)
+    except ServeError as exc:
+        raise CliError(str(exc)) from None
+    register_secrets(config)
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        raise CliError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+
+    path = config_path
+
+    def reload() -> Config:
+        assert path is not None
+        fresh = load_config(path)
+        register_secrets(fresh)
+        return fresh
+
+    engine = Engine(config)
+    app = create_app(engine, load_config=reload if path else None, token=token)
+    loop_name = "uvloop"
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        loop_name = "asyncio"
+    server = make_server(app, loop=loop_name, log_level="warning")
+    names = ", ".join(p.name for p in config.profiles)
+    log.info("claudex listening on http://%s:%d (profiles: %s)", host, sock.getsockname()[1],
+             names)
+    server.run(sockets=[sock])
+    log.info("claudex stopped")
+    return 0
+
+

@@ -1,0 +1,139 @@
+"""Shared fixtures: fake providers and a claudex proxy served by uvicorn on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from claudex.config.loader import parse_config
+from claudex.config.model import Config
+from claudex.demo.fake_provider import FakeProvider
+from claudex.engine.engine import Engine
+from claudex.server.app import create_app
+from claudex.server.run import RunningServer, start_in_background
+
+TEST_ENV = {"FAKE_KEY": "sk-test-key-0123456789"}
+
+
+class RecordingSleep:
+    """Stands in for asyncio.sleep in the engine: records each wait and returns at once."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        await asyncio.sleep(0)
+
+
+@dataclass
+class Proxy:
+    engine: Engine
+    server: RunningServer
+    client: httpx.AsyncClient
+    sleep: RecordingSleep
+    fakes: dict[str, FakeProvider] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    async def messages(self, body: dict[str, Any] | None = None, *, profile: str | None = None,
+                       headers: dict[str, str] | None = None) -> httpx.Response:
+        path = f"/proxy/{profile}/v1/messages" if profile else "/v1/messages"
+        return await self.client.post(path, json=body or anthropic_body(), headers=headers)
+
+    async def chat(self, body: dict[str, Any] | None = None, *, profile: str | None = None,
+                   headers: dict[str, str] | None = None) -> httpx.Response:
+        path = f"/proxy/{profile}/v1/chat/completions" if profile else "/v1/chat/completions"
+        return await self.client.post(path, json=body or openai_body(), headers=headers)
+
+
+def anthropic_body(text: str = "hello", *, stream: bool = False,
+                   model: str = "claude-sonnet-4-5") -> dict[str, Any]:
+    return {"model": model, "max_tokens": 64, "stream": stream,
+            "messages": [{"role": "user", "content": text}]}
+
+
+def openai_body(text: str = "hello", *, stream: bool = False,
+                model: str = "gpt-4o") -> dict[str, Any]:
+    return {"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]}
+
+
+def profile_toml(name: str, fake: FakeProvider, *, backups: Iterable[str] = (),
+                 extra: str = "") -> str:
+    provider_type = "DirectAnthropic" if fake.protocol == "anthropic" else "OpenAICompatible"
+    backup_list = ", ".join(f'"{b}"' for b in backups)
+    return f"""
+[[profiles]]
+name = "{name}"
+provider_type = "{provider_type}"
+base_url = "{fake.base_url}"
+api_key_env = "FAKE_KEY"
+default_model = "{name}-model"
+backup_providers = [{backup_list}]
+{extra}
+"""
+
+
+GLOBALS = """
+[proxy]
+connect_timeout = 2
+read_timeout = 2
+
+[health]
+enabled = false
+"""
+
+
+def build_config(text: str, env: dict[str, str] | None = None) -> Config:
+    return parse_config(GLOBALS + text, "test.toml", env=env or TEST_ENV)
+
+
+ProxyFactory = Callable[..., "asyncio.Future[Proxy]"]
+
+
+@pytest.fixture
+async def fakes() -> AsyncIterator[Callable[..., Any]]:
+    """`await fakes(("a", "anthropic"), ("b", "openai"))` -> dict of started fake providers."""
+    started: list[FakeProvider] = []
+
+    async def make(*specs: tuple[str, str]) -> dict[str, FakeProvider]:
+        out: dict[str, FakeProvider] = {}
+        for name, protocol in specs:
+            fake = FakeProvider(name, protocol)  # type: ignore[arg-type]
+            await fake.start()
+            started.append(fake)
+            out[name] = fake
+        return out
+
+    yield make
+    for fake in started:
+        await fake.stop()
+
+
+@pytest.fixture
+async def proxy_factory() -> AsyncIterator[Callable[..., Any]]:
+    """`await proxy_factory(config, fakes=...)` -> a Proxy served on 127.0.0.1."""
+    made: list[Proxy] = []
+
+    async def make(config: Config, *, fakes: dict[str, FakeProvider] | None = None,
+                   token: str | None = None, **engine_kw: Any) -> Proxy:
+        sleep = RecordingSleep()
+        engine = Engine(config, sleep=sleep, env=TEST_ENV, **engine_kw)
+        app = create_app(engine, token=token)
+        server = await start_in_background(app)
+        client = httpx.AsyncClient(base_url=server.url, timeout=10.0)
+        proxy = Proxy(engine, server, client, sleep, dict(fakes or {}))
+        made.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in made:
+        await proxy.client.aclose()
+        await proxy.server.stop()

@@ -1,0 +1,123 @@
+"""The commit rule: nothing reaches the client before the first content event."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.conftest import anthropic_body, build_config, openai_body, profile_toml
+
+
+def sse_events(raw: str) -> list[tuple[str | None, str]]:
+    events = []
+    for block in raw.replace("\r\n", "\n").split("\n\n"):
+        name, data = None, []
+        for line in block.splitlines():
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if name or data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+async def pair(fakes: Any, proxy_factory: Any, protocol: str = "anthropic") -> Any:
+    f = await fakes(("primary", protocol), ("backup", protocol))
+    config = build_config(profile_toml("primary", f["primary"], backups=["backup"])
+                          + profile_toml("backup", f["backup"]))
+    return await proxy_factory(config, fakes=f)
+
+
+async def test_stream_passes_through_complete(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    resp = await proxy.messages(anthropic_body("events:20", stream=True))
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    names = [n for n, _ in sse_events(resp.text)]
+    assert names[0] == "message_start" and names[-1] == "message_stop"
+    assert names.count("content_block_delta") == 20
+    assert proxy.engine.runtimes["primary"].stats.successes == 1
+
+
+async def test_cut_before_content_fails_over_transparently(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].set_fault("cut_before_content")
+    resp = await proxy.messages(anthropic_body(stream=True))
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-provider"] == "backup"
+    events = sse_events(resp.text)
+    # Exactly one message_start: the primary's partial stream never reached the client.
+    assert [n for n, _ in events].count("message_start") == 1
+    assert "backup" in "".join(json.loads(d).get("delta", {}).get("text", "")
+                               for n, d in events if n == "content_block_delta")
+    assert proxy.engine.runtimes["primary"].breaker.snapshot().consecutive_failures == 1
+
+
+async def test_error_event_before_content_fails_over(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].set_fault("stream_error", cut_after_events=0)
+    resp = await proxy.messages(anthropic_body(stream=True))
+    assert resp.headers["x-claudex-attempts"] == "primary:stream_error,backup:200"
+    assert "error" not in [n for n, _ in sse_events(resp.text)]
+
+
+async def test_cut_after_content_yields_sse_error_and_no_second_call(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].set_fault("cut", cut_after_events=3)
+    resp = await proxy.messages(anthropic_body("events:10", stream=True))
+    assert resp.status_code == 200
+    events = sse_events(resp.text)
+    names = [n for n, _ in events]
+    assert names.count("content_block_delta") == 3
+    assert names[-1] == "error"
+    error = json.loads(events[-1][1])
+    assert error["type"] == "error" and "primary" in error["error"]["message"]
+    assert proxy.fakes["backup"].request_count == 0  # never billed twice
+    snap = proxy.engine.runtimes["primary"].breaker.snapshot()
+    assert snap.consecutive_failures == 1
+
+
+async def test_error_event_after_content_reaches_client_and_counts(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].set_fault("stream_error", cut_after_events=2)
+    resp = await proxy.messages(anthropic_body("events:5", stream=True))
+    names = [n for n, _ in sse_events(resp.text)]
+    assert names.count("content_block_delta") == 2 and "error" in names
+    assert proxy.fakes["backup"].request_count == 0
+    assert proxy.engine.runtimes["primary"].breaker.snapshot().consecutive_failures == 1
+
+
+async def test_openai_stream_cut_before_content_fails_over(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory, "openai")
+    proxy.fakes["primary"].set_fault("cut_before_content")
+    resp = await proxy.chat(openai_body("events:4", stream=True))
+    assert resp.headers["x-claudex-provider"] == "backup"
+    datas = [d for _, d in sse_events(resp.text)]
+    assert datas[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in datas[:-1]]
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert "backup" in text
+
+
+async def test_openai_stream_cut_after_content_gets_error_chunk(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    proxy = await pair(fakes, proxy_factory, "openai")
+    proxy.fakes["primary"].set_fault("cut", cut_after_events=2)
+    resp = await proxy.chat(openai_body("events:6", stream=True))
+    datas = [d for _, d in sse_events(resp.text)]
+    assert "error" in json.loads(datas[-1])
+    assert proxy.fakes["backup"].request_count == 0
+
+
+async def test_stream_429_before_commit_fails_over(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].set_fault("429", retry_after=300)
+    resp = await proxy.messages(anthropic_body(stream=True))
+    assert resp.headers["x-claudex-attempts"] == "primary:429,backup:200"
+    assert [n for n, _ in sse_events(resp.text)][-1] == "message_stop"
