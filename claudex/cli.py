@@ -297,8 +297,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CliError as exc:
         print(f"claudex: {exc}", file=sys.stderr)
         return 1
+    except ConfigError as exc:
+        print(f"claudex: the config has problems:\n{exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # the last line of defence: a message, never a traceback
+        print(f"claudex: unexpected error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 70
 
 
 if __name__ == "__main__":

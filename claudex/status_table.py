@@ -10,33 +10,47 @@ from rich.text import Text
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
+_SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai"}
 
 
 def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     out = console or Console()
-    table = Table(title=f"claudex at {data.get('listen', '?')}  ·  {data.get('requests', 0)} "
-                        f"requests, {data.get('failovers', 0)} failed over", title_justify="left")
-    for column in ("provider", "type", "health", "breaker", "fails", "latency", "requests",
-                   "errors", "last error"):
-        table.add_column(column, no_wrap=column not in ("health", "last error"))
+    title = (f"claudex at {data.get('listen', '?')} · {data.get('requests', 0)} requests · "
+             f"{data.get('failovers', 0)} failed over · {data.get('requests_per_s', 0)} req/s")
+    table = Table(title=title, title_justify="left", title_style="bold")
+    table.add_column("provider", no_wrap=True)
+    table.add_column("type", no_wrap=True)
+    table.add_column("health", min_width=18)
+    table.add_column("breaker", no_wrap=True)
+    table.add_column("fails", justify="right")
+    table.add_column("latency", justify="right", no_wrap=True)
+    table.add_column("reqs", justify="right")
+    table.add_column("errs", justify="right")
+    errors: list[Text] = []
     for p in data.get("profiles", []):
         health = p.get("health", {})
         breaker = p.get("breaker", {})
         stats = p.get("stats", {})
         color = health.get("color", "red")
-        state = breaker.get("state", "?")
+        state = str(breaker.get("state", "?"))
         retry = breaker.get("retry_in_s")
-        state_text = state.replace("_", "-") + (f" ({retry:.0f}s)" if retry else "")
+        state_text = state.replace("_", "-") + (f" {retry:.0f}s" if retry else "")
         latency = health.get("latency_ms")
+        name = str(p.get("name", "?"))
         table.add_row(
-            p.get("name", "?"),
-            p.get("provider_type", "?"),
+            name,
+            _SHORT_TYPE.get(p.get("provider_type", ""), p.get("provider_type", "?")),
             Text(f"● {health.get('reason', color)}", style=_COLOR_STYLE.get(color, "")),
             Text(state_text, style=_STATE_STYLE.get(state, "")),
             str(breaker.get("consecutive_failures", 0)),
-            f"{latency:.0f} ms" if isinstance(latency, int | float) else "-",
+            f"{latency:.0f} ms" if isinstance(latency, int | float) else "–",
             str(stats.get("requests", 0)),
             str(stats.get("failures", 0)),
-            Text(str(stats.get("last_error") or ""), style="dim"),
         )
+        if stats.get("last_error"):
+            errors.append(Text.assemble((f"{name}: ", "bold"), (str(stats["last_error"]), "dim")))
     out.print(table)
+    if errors:
+        out.print("last errors:")
+        for line in errors:
+            out.print(Text("  ") + line)

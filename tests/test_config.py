@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 import pytest
@@ -703,6 +704,22 @@ def test_syntax_error_at_end_of_file() -> None:
     assert issue.line == 2
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("a = " + "[" * 5000 + "]" * 5000, "arrays or tables are nested too deeply"),
+        ("port = " + "9" * 5000, "a number is too long to read"),
+    ],
+)
+def test_pathological_text_is_an_issue(text: str, message: str) -> None:
+    assert issues_of(text) == [ConfigIssue("t.toml", None, "syntax", message)]
+
+
+def test_huge_number_is_not_printed() -> None:
+    issue = only_issue("[proxy]\nport = 99999999999999999999999\n")
+    assert issue.message == "must be from 1 to 65535, not a huge number"
+
+
 def test_line_numbers_with_crlf_and_multi_line_strings() -> None:
     text = (
         '[[profiles]]\r\nname = "a"\r\nprovider_type = "OpenAICompatible"\r\n'
@@ -936,8 +953,10 @@ _scalars = st.one_of(
 )
 _values = st.recursive(
     _scalars,
-    lambda inner: st.lists(inner, max_size=3)
-    | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(min_size=1, max_size=8), inner, max_size=3)
+    ),
     max_leaves=6,
 )
 _profiles = st.dictionaries(
@@ -954,13 +973,13 @@ _documents = st.fixed_dictionaries(
 
 @settings(max_examples=150, deadline=None)
 @given(_documents)
-def test_structured_documents_are_located_and_never_crash(document: dict[str, object]) -> None:
+def test_structured_documents_are_located_and_never_crash(document: dict[str, Any]) -> None:
     text = tomlkit.dumps(document)
     scanner = _Scanner(text)
     scanner.run()  # must not trip over any valid TOML
     lines = _KeyLines(scanner.lines)
     source = text.split("\n")  # not splitlines(): TOML ends lines only at a newline
-    for index, profile in enumerate(document["profiles"]):  # type: ignore[arg-type]
+    for index, profile in enumerate(document["profiles"]):
         for key in profile:
             line = lines.line_of(("profiles", index, key))
             assert line is not None and key in source[line - 1]

@@ -343,11 +343,13 @@ def parse_config(text: str, file: str = "<config>", env: Mapping[str, str] | Non
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError([_syntax_issue(file, text, error)]) from None
-    except (ValueError, RecursionError):
-        # Integers too long to convert, or nesting deep enough to exhaust the stack.
-        raise ConfigError(
-            [ConfigIssue(file, None, "syntax", "the file cannot be parsed")]
-        ) from None
+    except RecursionError:
+        issue = ConfigIssue(file, None, "syntax", "arrays or tables are nested too deeply")
+        raise ConfigError([issue]) from None
+    except ValueError:
+        # tomllib lets Python's limit on the length of integer literals escape as ValueError.
+        issue = ConfigIssue(file, None, "syntax", "a number is too long to read")
+        raise ConfigError([issue]) from None
     return _Builder(file, _KeyLines.scan(text), environ).build(data)
 
 
@@ -418,6 +420,8 @@ _TOP = _Where((), "")
 
 @dataclass
 class _CheckedProfile:
+    """One `[[profiles]]` table after its keys were checked: the values that passed."""
+
     where: _Where
     values: dict[str, Any]
     name: str | None
@@ -426,6 +430,8 @@ class _CheckedProfile:
 
 
 class _Builder:
+    """Checks a parsed document section by section, collecting issues, then builds `Config`."""
+
     def __init__(self, file: str, lines: _KeyLines, env: Mapping[str, str]) -> None:
         self._file = file
         self._lines = lines
@@ -519,8 +525,9 @@ class _Builder:
             self._report(where, f"must be a table, not {_type_name(table)}")
             return None
         raw_name = table.get("name")
-        if isinstance(raw_name, str) and raw_name.strip():
-            part = raw_name if _BARE_KEY.fullmatch(raw_name) else _quoted(raw_name)
+        name = raw_name if isinstance(raw_name, str) and raw_name.strip() else None
+        if name is not None:
+            part = name if _BARE_KEY.fullmatch(name) else _quoted(name)
             where = _Where(where.loc, f"profiles.{part}")
         values = self._check_table(table, _PROFILE_KEYS, where, _CLAUDEX_ONLY_PROFILE_KEYS)
         for key in _REQUIRED_PROFILE_KEYS:
@@ -537,7 +544,9 @@ class _Builder:
                 where.child("auth_type"),
                 'auth_type "oauth" needs oauth_provider ("claude" or "codex") or token_command',
             )
-        return _CheckedProfile(where, values, values.get("name"), "api_key_keyring" in table)
+        # A name with bad characters was reported above; still use it to resolve backup lists,
+        # so that one mistake is not reported again as an "unknown profile" elsewhere.
+        return _CheckedProfile(where, values, name, "api_key_keyring" in table)
 
     def _check_names(self, profiles: list[_CheckedProfile]) -> dict[str, _CheckedProfile]:
         """The first profile of each name; later ones with the same name are reported."""

@@ -134,6 +134,7 @@ class FakeProvider:
         self._hang_release = asyncio.Event()
         self._busy: dict[RequestHandler, int] = {}
         self._expiry: asyncio.TimerHandle | None = None
+        self._arrival: asyncio.Future[None] | None = None
         self._id_prefix = secrets.token_hex(4)
         self._id_seq = 0
         self._request_id_header = "request-id" if protocol == "anthropic" else "x-request-id"
@@ -196,6 +197,14 @@ class FakeProvider:
     def request_count(self) -> int:
         """Requests received since start or the last `reset_log` (control routes excluded)."""
         return self._request_count
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once `request_count` reaches `count` (wrap in asyncio.timeout)."""
+        while self._request_count < count:
+            if self._arrival is None:
+                self._arrival = asyncio.get_running_loop().create_future()
+            # Shielded: one waiter giving up must not cancel the future the others share.
+            await asyncio.shield(self._arrival)
 
     def reset_log(self) -> None:
         self.requests.clear()
@@ -564,6 +573,10 @@ class FakeProvider:
 
     def _record(self, request: web.BaseRequest, headers: dict[str, str], body: Any) -> None:
         self._request_count += 1
+        if self._arrival is not None:
+            if not self._arrival.done():
+                self._arrival.set_result(None)
+            self._arrival = None
         if self.max_recorded <= 0:
             return
         self.requests.append(

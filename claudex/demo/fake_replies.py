@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final, Literal
 
 Protocol = Literal["anthropic", "openai"]
@@ -28,6 +29,26 @@ _MODEL_CREATED: Final = 1_735_689_600
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+@lru_cache(maxsize=4096)
+def _json_text(text: str) -> str:
+    """A JSON string literal; cached because long streams repeat the same few words."""
+    return _dumps(text)
+
+
+@lru_cache(maxsize=4096)
+def _anthropic_delta(delta_type: str, key: str, piece: str) -> bytes:
+    data = (
+        '{"type":"content_block_delta","index":0,"delta":{"type":"'
+        + delta_type
+        + '","'
+        + key
+        + '":'
+        + _json_text(piece)
+        + "}}"
+    )
+    return b"event: content_block_delta\ndata: " + data.encode() + b"\n\n"
 
 
 def dumps_bytes(value: Any) -> bytes:
@@ -289,16 +310,14 @@ def anthropic_stream(reply: Reply) -> StreamParts:
     start.update(content=[], stop_reason=None, usage=_anthropic_usage(reply.input_tokens, 1))
     if reply.tool_call is None:
         block: dict[str, Any] = {"type": "text", "text": ""}
-        delta_head = '{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
-        pieces = reply.text_deltas
+        deltas = [_anthropic_delta("text_delta", "text", piece) for piece in reply.text_deltas]
     else:
         call = reply.tool_call
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
-        delta_head = (
-            '{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta",'
-            '"partial_json":'
-        )
-        pieces = reply.argument_deltas
+        deltas = [
+            _anthropic_delta("input_json_delta", "partial_json", piece)
+            for piece in reply.argument_deltas
+        ]
     message_delta = {
         "type": "message_delta",
         "delta": {
@@ -318,10 +337,7 @@ def anthropic_stream(reply: Reply) -> StreamParts:
                 _dumps({"type": "content_block_start", "index": 0, "content_block": block}),
             )
         ],
-        deltas=[
-            b"event: content_block_delta\ndata: " + (delta_head + _dumps(piece) + "}}\n\n").encode()
-            for piece in pieces
-        ],
+        deltas=deltas,
         closing=[
             _sse("content_block_stop", '{"type":"content_block_stop","index":0}'),
             _sse("message_delta", _dumps(message_delta)),
@@ -416,7 +432,7 @@ def openai_stream(reply: Reply, created: int, include_usage: bool) -> StreamPart
     if reply.tool_call is None:
         first = chunk({"role": "assistant", "content": "", "refusal": None})
         deltas = [
-            (head + '{"content":' + _dumps(piece) + "}" + tail).encode()
+            (head + '{"content":' + _json_text(piece) + "}" + tail).encode()
             for piece in reply.text_deltas
         ]
         finish = "stop"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import uvicorn
@@ -21,6 +21,19 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.setblocking(False)
     return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown, so the process would die
+    "by signal"; for claudex a graceful stop is a normal exit (status 0)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
 
 
 def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: float = 30.0,
@@ -38,7 +51,7 @@ def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: floa
         timeout_graceful_shutdown=graceful_seconds,
         timeout_keep_alive=75,
     )
-    return uvicorn.Server(config)
+    return _Server(config)
 
 
 @dataclass

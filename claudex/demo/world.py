@@ -1,0 +1,104 @@
+"""The demo world: three fake providers and a generated config in a temporary folder.
+
+Shared by `claudex demo --headless` and the console demo so both show the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from claudex.config.loader import load_config
+from claudex.config.model import DEFAULT_PORT, Config
+from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
+
+DEMO_KEY_ENV = "CLAUDEX_DEMO_KEY"
+DEMO_KEY = "demo-key-not-a-secret-0000"
+
+# name, protocol, backups
+DEMO_PROVIDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("claude", "anthropic", ("claude-backup", "grok")),
+    ("claude-backup", "anthropic", ()),
+    ("grok", "openai", ("claude-backup",)),
+)
+
+
+def free_port(preferred: int, host: str = "127.0.0.1") -> int:
+    """`preferred` when it is free, else any free port."""
+    for port in (preferred, 0):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError("no free port")
+
+
+def demo_config_text(fakes: dict[str, FakeProvider], port: int) -> str:
+    lines = [
+        "# claudex demo config: three fake providers on 127.0.0.1 (generated).",
+        "[proxy]",
+        'host = "127.0.0.1"',
+        f"port = {port}",
+        'default_profile = "claude"',
+        "connect_timeout = 2",
+        "read_timeout = 10",
+        "",
+        "[breaker]",
+        "failure_threshold = 3",
+        "recovery_seconds = 15",
+        "",
+        "[health]",
+        "interval_seconds = 5",
+        "timeout_seconds = 2",
+        "degraded_latency_ms = 1500",
+        "",
+    ]
+    for name, protocol, backups in DEMO_PROVIDERS:
+        fake = fakes[name]
+        provider_type = "DirectAnthropic" if protocol == "anthropic" else "OpenAICompatible"
+        backup_list = ", ".join(f'"{b}"' for b in backups)
+        model = "claude-sonnet-4-5" if protocol == "anthropic" else "grok-3-beta"
+        lines += [
+            "[[profiles]]",
+            f'name = "{name}"',
+            f'provider_type = "{provider_type}"',
+            f'base_url = "{fake.base_url}"',
+            f'api_key_env = "{DEMO_KEY_ENV}"',
+            f'default_model = "{model}"',
+            f"backup_providers = [{backup_list}]",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+@dataclass
+class DemoWorld:
+    fakes: dict[str, FakeProvider]
+    config: Config
+    folder: tempfile.TemporaryDirectory[str]
+
+    @property
+    def config_path(self) -> Path:
+        assert self.config.path is not None
+        return self.config.path
+
+    async def close(self) -> None:
+        await stop_fakes(self.fakes.values())
+        self.folder.cleanup()
+
+
+async def start_demo_world(port: int | None = None) -> DemoWorld:
+    os.environ.setdefault(DEMO_KEY_ENV, DEMO_KEY)
+    started = await start_fakes([(name, proto) for name, proto, _ in DEMO_PROVIDERS])  # type: ignore[misc]
+    fakes = {f.name: f for f in started}
+    folder = tempfile.TemporaryDirectory(prefix="claudex-demo-")
+    path = Path(folder.name) / "profiles.toml"
+    chosen = port if port is not None else free_port(DEFAULT_PORT)
+    path.write_text(demo_config_text(fakes, chosen))
+    path.chmod(0o600)
+    return DemoWorld(fakes, load_config(path), folder)

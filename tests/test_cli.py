@@ -1,0 +1,148 @@
+"""The command line against a real `claudex serve` process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, profile_toml
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def claudex(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "claudex.cli", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **TEST_ENV, **(env or {})},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def wait_until_serving(url: str, proc: asyncio.subprocess.Process) -> None:
+    async with httpx.AsyncClient() as client:
+        for _ in range(500):  # bounded: at most ~10 s for the process to start
+            if proc.returncode is not None:
+                raise AssertionError(f"claudex serve exited with {proc.returncode}")
+            try:
+                await client.get(url + "/healthz")
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.02)
+    raise AssertionError("claudex serve did not start")
+
+
+@pytest.fixture
+async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    port = free_port()
+    path = tmp_path / "profiles.toml"
+    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+                    + profile_toml("primary", f["primary"], backups=["backup"])
+                    + profile_toml("backup", f["backup"]))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **TEST_ENV},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until_serving(url, proc)
+        yield {"url": url, "proc": proc, "fakes": f, "config": path}
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 20)
+
+
+async def test_status_trip_reset_against_running_serve(served: dict[str, Any]) -> None:
+    url = served["url"]
+    served["fakes"]["primary"].set_fault("down")
+    async with httpx.AsyncClient(base_url=url) as client:
+        for _ in range(3):
+            resp = await client.post("/v1/messages", json=anthropic_body())
+            assert resp.headers["x-claudex-provider"] == "backup"
+    code, out, _ = await claudex("status", "--json", "--url", url)
+    assert code == 0
+    primary = json.loads(out)["profiles"][0]
+    assert primary["breaker"]["state"] == "open" and primary["health"]["color"] == "red"
+    code, out, _ = await claudex("status", "--url", url)
+    assert code == 0 and "primary" in out and "open" in out
+    assert "sk-test-key" not in out
+    code, out, _ = await claudex("reset", "primary", "--url", url)
+    assert (code, out.strip()) == (0, "primary: breaker closed")
+    code, out, _ = await claudex("trip", "backup", "--url", url)
+    assert (code, out.strip()) == (0, "backup: breaker forced_open")
+    code, _, err = await claudex("trip", "nobody", "--url", url)
+    assert code == 1 and "No profile named 'nobody'" in err
+
+
+async def test_status_without_engine_says_how_to_start_one() -> None:
+    code, out, err = await claudex("status", "--url", f"http://127.0.0.1:{free_port()}")
+    assert code == 1 and "claudex serve" in err and "Traceback" not in err + out
+
+
+async def test_graceful_shutdown_lets_in_flight_request_finish(served: dict[str, Any]) -> None:
+    primary = served["fakes"]["primary"]
+    primary.set_fault("slow", latency_ms=600)
+    async with httpx.AsyncClient(base_url=served["url"], timeout=10) as client:
+        request = asyncio.create_task(client.post("/v1/messages", json=anthropic_body()))
+        while primary.request_count == 0:  # the request has reached the provider
+            await asyncio.sleep(0.01)
+        served["proc"].send_signal(signal.SIGTERM)
+        resp = await request
+    assert resp.status_code == 200 and resp.headers["x-claudex-provider"] == "primary"
+    assert await asyncio.wait_for(served["proc"].wait(), 20) == 0
+
+
+async def test_check_reports_every_problem_with_lines(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(
+        '[[profiles]]\nname = "a"\nprovider_type = "Nope"\nbase_url = "http://x"\n'
+        'backup_providers = ["ghost"]\n'
+    )
+    code, out, err = await claudex("--config", str(path), "check")
+    assert code == 1
+    assert f"{path}:3: " in out and "provider_type" in out
+    assert f"{path}:5: " in out and "ghost" in out
+    assert "Traceback" not in out + err
+
+
+async def test_check_ok_and_env_and_run(tmp_path: Path) -> None:
+    path = tmp_path / "ok.toml"
+    path.write_text('[proxy]\nport = 14000\n[[profiles]]\nname = "grok"\n'
+                    'provider_type = "OpenAICompatible"\nbase_url = "https://api.x.ai/v1"\n'
+                    'api_key_env = "FAKE_KEY"\n')
+    code, out, _ = await claudex("--config", str(path), "check")
+    assert code == 0 and "grok" in out
+    code, out, _ = await claudex("--config", str(path), "env", "grok")
+    assert "export ANTHROPIC_BASE_URL='http://127.0.0.1:14000/proxy/grok'" in out
+    code, _, err = await claudex("--config", str(path), "env", "nope")
+    assert code == 1 and "No profile named 'nope'" in err
+    # `run` says how to start the proxy when none answers.
+    code, _, err = await claudex("--config", str(path), "run", "grok", "--", "true")
+    assert code == 1 and "claudex serve" in err
+
+
+async def test_run_passes_proxy_env_to_the_command(served: dict[str, Any]) -> None:
+    code, out, err = await claudex(
+        "--config", str(served["config"]), "run", "backup", "--",
+        sys.executable, "-c", "import os; print(os.environ['ANTHROPIC_BASE_URL'])")
+    assert code == 0, err
+    assert out.strip() == served["url"] + "/proxy/backup"
