@@ -4,7 +4,6 @@ a traceback."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import shutil

@@ -95,6 +95,16 @@ def build_config(text: str, env: dict[str, str] | None = None) -> Config:
     return parse_config(GLOBALS + text, "test.toml", env=env or TEST_ENV)
 
 
+async def eventually(predicate: Callable[[], bool], limit_s: float = 5.0) -> None:
+    """Wait until `predicate()` holds (another task's progress), failing after `limit_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit_s
+    while not predicate():
+        if loop.time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.005)
+
+
 ProxyFactory = Callable[..., "asyncio.Future[Proxy]"]
 
 

@@ -13,7 +13,7 @@ from claudex.config.loader import load_config
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import start_in_background
-from tests.conftest import GLOBALS, TEST_ENV, build_config, profile_toml
+from tests.conftest import GLOBALS, TEST_ENV, build_config, eventually, profile_toml
 
 
 async def two(fakes: Any, proxy_factory: Any, **kw: Any) -> Any:
@@ -62,8 +62,7 @@ async def test_events_stream_reports_breaker_transitions(fakes: Any, proxy_facto
                     return
 
     task = asyncio.create_task(listen())
-    while not proxy.engine.events.has_subscribers:
-        await asyncio.sleep(0.01)
+    await eventually(lambda: proxy.engine.events.has_subscribers)
     await proxy.client.post("/_claudex/breakers/grok/trip")
     await asyncio.wait_for(task, 5)
     assert seen[0]["kind"] == "breaker" and seen[0]["profile"] == "grok"

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, profile_toml
+from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, eventually, profile_toml
 
 
 def free_port() -> int:
@@ -103,8 +103,7 @@ async def test_graceful_shutdown_lets_in_flight_request_finish(served: dict[str,
     primary.set_fault("slow", latency_ms=600)
     async with httpx.AsyncClient(base_url=served["url"], timeout=10) as client:
         request = asyncio.create_task(client.post("/v1/messages", json=anthropic_body()))
-        while primary.request_count == 0:  # the request has reached the provider
-            await asyncio.sleep(0.01)
+        await eventually(lambda: primary.request_count > 0)  # it reached the provider
         served["proc"].send_signal(signal.SIGTERM)
         resp = await request
     assert resp.status_code == 200 and resp.headers["x-claudex-provider"] == "primary"

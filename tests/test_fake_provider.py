@@ -562,6 +562,10 @@ async def test_stream_error_sends_an_error_event(
     ]
     assert json.loads(events[-1][1])["error"]["type"] == "overloaded_error"
 
+    claude.set_fault("stream_error", cut_after_events=0)
+    events, _ = await read_sse(http, f"{claude.base_url}/v1/messages", message_body(stream=True))
+    assert names(events) == ["message_start", "ping", "error"]
+
     with pytest.raises(anthropic.APIStatusError):
         async with anthropic_client(claude).messages.stream(
             model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]

@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from tests.conftest import anthropic_body, build_config, openai_body, profile_toml
+from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
 
 
 async def three_anthropic(fakes: Any, proxy_factory: Any, extra: str = "") -> Any:
@@ -109,8 +109,7 @@ async def test_half_open_admits_exactly_one_probe(fakes: Any, proxy_factory: Any
     primary.set_fault("slow", latency_ms=400)
     before = primary.request_count
     first = asyncio.create_task(proxy.messages())
-    while primary.request_count == before:  # the probe has reached the provider
-        await asyncio.sleep(0.01)
+    await eventually(lambda: primary.request_count > before)  # the probe reached it
     second = await proxy.messages()
     assert second.headers["x-claudex-attempts"] == "primary:half_open_busy,backup:200"
     probe = await first

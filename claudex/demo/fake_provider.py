@@ -512,15 +512,18 @@ class FakeProvider:
             },
         )
         await response.prepare(request)
+        # The first content delta brings its block's opening with it, so with
+        # cut_after_events=0 the failure comes before any content event (the commit point).
         cut_at = self._faults.cut_after_events
+        content = [*parts.opening, *parts.deltas[:cut_at]] if cut_at > 0 else []
         if mode == "cut_before_content":
             await self._send(response, parts.preamble)
             return self._drop(request, response)
         if mode == "cut":
-            await self._send(response, [*parts.preamble, *parts.opening, *parts.deltas[:cut_at]])
+            await self._send(response, [*parts.preamble, *content])
             return self._drop(request, response)
         if mode == "stream_error":
-            events = [*parts.preamble, *parts.opening, *parts.deltas[:cut_at], parts.error]
+            events = [*parts.preamble, *content, parts.error]
         elif self.stream_delay_ms > 0:
             events = [*parts.preamble, *parts.opening, *parts.deltas, *parts.closing]
         else:

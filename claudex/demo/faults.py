@@ -64,7 +64,8 @@ class FaultState:
     latency_ms: float = 0.0
     """Added before every answer (API and model routes), in any mode."""
     cut_after_events: int = 3
-    """cut / stream_error: content deltas sent before the failure."""
+    """cut / stream_error: content deltas sent before the failure; the first one comes with its
+    block's opening (content_block_start), so 0 fails before any content event."""
     valid_tokens: set[str] | None = None
     """When set, a request whose bearer token or x-api-key is not in it gets 401."""
     times: int | None = None

@@ -16,8 +16,10 @@ from claudex.server.run import start_in_background
 def instructions(world: DemoWorld, url: str) -> str:
     fakes = world.fakes
     claude = fakes["claude"]
-    body = ('{"model":"claude-sonnet-4-5","max_tokens":64,'
-            '"messages":[{"role":"user","content":"Hello"}]}')
+    body = (
+        '{"model":"claude-sonnet-4-5","max_tokens":64,'
+        '"messages":[{"role":"user","content":"Hello"}]}'
+    )
     return f"""
 claudex demo is running — proxy at {url}
   config: {world.config_path}
@@ -27,9 +29,11 @@ Send a request (served by "claude"; watch x-claudex-provider / x-claudex-attempt
   curl -si {url}/v1/messages -H 'content-type: application/json' -d '{body}'
 
 Break the primary for 60 s (connections refused), then send the request again:
-  curl -s -X POST http://127.0.0.1:{claude.port}/_fake/fault -d '{{"mode":"down","duration_s":60}}'
-Other faults: {{"mode":"500"}}, {{"mode":"429","retry_after":5}}, {{"mode":"slow","latency_ms":4000}},
-  {{"mode":"401"}}, {{"mode":"cut"}}; back to normal: {{"mode":"ok"}} (POST to the same URL).
+  curl -s -X POST http://127.0.0.1:{claude.port}/_fake/fault \\
+       -d '{{"mode":"down","duration_s":60}}'
+Other faults: {{"mode":"500"}}, {{"mode":"429","retry_after":5}},
+  {{"mode":"slow","latency_ms":4000}}, {{"mode":"401"}}, {{"mode":"cut"}};
+  back to normal: {{"mode":"ok"}} (POST to the same URL).
 
 Watch the breakers:  claudex status --url {url}
 Trip / reset by hand: claudex trip claude --url {url}   ·   claudex reset claude --url {url}

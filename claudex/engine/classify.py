@@ -5,16 +5,20 @@ The tree of outcomes (DESIGN.md, failure table)::
 
     Outcome
     ├── OK                 2xx
-    ├── CLIENT_ERROR       400 404 409 413 422 and other 4xx: the client's request; returned unchanged
-    ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over; not a breaker failure
+    ├── CLIENT_ERROR       400 404 409 413 422 and other 4xx: the client's request;
+    │                      returned unchanged
+    ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over;
+    │                      not a breaker failure
     ├── AUTH_ERROR         401/403 (api-key profile): fail over; breaker failure; status "auth"
     ├── TOKEN_EXPIRED      401 on an oauth profile: refresh the token and retry once
     ├── SERVER_ERROR       5xx and 529: fail over; breaker failure
     ├── CONNECT_ERROR      refused, DNS, connect timeout: fail over at once; breaker failure
     ├── TIMEOUT            no first byte within read_timeout: fail over; breaker failure
-    ├── DISCONNECTED       upstream closed the connection before answering: fail over; breaker failure
-    └── STREAM_ERROR       stream failed (error event, cut); before commit fail over, after commit
-                           passed to the client as an SSE error; breaker failure either way
+    ├── DISCONNECTED       upstream closed the connection before answering: fail over;
+    │                      breaker failure
+    └── STREAM_ERROR       stream failed (error event, cut); before commit fail over,
+                           after commit passed to the client as an SSE error;
+                           breaker failure either way
 
 `map_transport_error()` turns aiohttp and httpx exceptions into these kinds at one place.
 """
@@ -23,13 +27,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import aiohttp
 import httpx
 
 
-class Outcome(str, Enum):
+class Outcome(StrEnum):
     OK = "ok"
     CLIENT_ERROR = "client_error"
     RATE_LIMITED = "rate_limited"

@@ -66,6 +66,7 @@ class Engine:
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
+        self._background: set[asyncio.Future[None]] = set()
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -161,7 +162,9 @@ class Engine:
         drop = getattr(self.transport, "drop", None)
         for name in removed:
             if drop is not None:
-                asyncio.ensure_future(drop(name))
+                task = asyncio.ensure_future(drop(name))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
         self.events.publish(Event("reload", f"config reloaded: {len(fresh)} profiles"
                                   + (f", removed {', '.join(removed)}" if removed else "")))
         log.info("config reloaded: %d profiles", len(fresh))

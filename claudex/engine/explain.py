@@ -24,12 +24,12 @@ def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool) -> s
     tried = [a for a in attempts if not a.skipped]
     if not tried:
         reasons = {a.outcome for a in attempts}
-        names = _names([a.provider for a in attempts])
+        skipped = _names([a.provider for a in attempts])
         if reasons <= {"breaker_open", "forced_open", "half_open_busy", "cooling_down"}:
-            return (f"Every provider in the chain is unavailable ({names}): breakers are open; "
+            return (f"Every provider in the chain is unavailable ({skipped}): breakers are open; "
                     "retry shortly or reset one with `claudex reset NAME`.")
         if reasons <= {"needs_translation"}:
-            return (f"{names} speak a different API protocol and claudex cannot translate it "
+            return (f"{skipped} speak a different API protocol and claudex cannot translate it "
                     "yet; address a profile of the client's protocol.")
         details = "; ".join(f"{a.provider}: {a.message or a.outcome}" for a in attempts)
         return f"No provider in the chain could take the request ({details})."
@@ -52,7 +52,8 @@ def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool) -> s
         return (f"{who} needs a new login: the OAuth token was rejected and could not be "
                 "refreshed.")
     if outcome in ("stream_error", "disconnected"):
-        return f"{who} dropped the connection before answering and no backup could serve the request."
+        return (f"{who} dropped the connection before answering and no backup could serve "
+                "the request.")
     if outcome == "credentials":
         return f"Could not get credentials for {who}: {last.message}."
     return f"Every provider failed; the last, {last.provider}, reported {outcome} ({last.message})."

@@ -404,7 +404,7 @@ class Forwarder:
                     scanner.feed(chunk)
                     yield chunk
             except Exception as exc:
-                outcome, words = map_transport_error(exc)
+                _, words = map_transport_error(exc)
                 message = f"{rt.name}: upstream {words} after the response started"
                 settled = True
                 self._stream_broke(rt, permit, message)
@@ -474,13 +474,13 @@ class Forwarder:
         rt.health.live_failure_since_probe = True
 
     def _event_cooldown(self, rt: ProviderRuntime, seconds: float, reason: str) -> None:
-        if self.core.events.has_subscribers or log.isEnabledFor(logging.INFO):
-            message = f"{rt.name}: rate limited, skipped for {seconds:.0f}s ({reason})"
-            self.core.events.publish(Event("cooldown", message, rt.name, {"seconds": seconds}))
+        message = f"{rt.name}: rate limited, skipped for {seconds:.0f}s ({reason})"
+        self.core.events.publish(Event("cooldown", message, rt.name, {"seconds": seconds}))
 
     def _upstream_message(self, profile: Profile, payload: bytes) -> str:
-        proto = anthropic if profile.protocol == "anthropic" else openai
-        return proto.error_message(payload)
+        if profile.protocol == "anthropic":
+            return anthropic.error_message(payload)
+        return openai.error_message(payload)
 
     # -- building the upstream request -----------------------------------------------------------
 

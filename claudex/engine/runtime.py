@@ -103,7 +103,8 @@ class ProviderRuntime:
                 "last_checked": self.health.last_checked,
                 "error": self.health.error,
                 "probe_unsupported": self.health.unsupported,
-                "auth": self.credentials.status or ("failing" if self.health.auth_failing else "ok"),
+                "auth": self.credentials.status
+                or ("failing" if self.health.auth_failing else "ok"),
             },
             "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
             "stats": self.stats.to_json(),

@@ -15,8 +15,11 @@ import aiohttp
 
 
 class UpstreamResponse(Protocol):
-    status: int
-    headers: Mapping[str, str]
+    @property
+    def status(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
 
     async def read(self) -> bytes: ...
 
@@ -46,11 +49,11 @@ class _AiohttpResponse:
     _resp: aiohttp.ClientResponse
 
     @property
-    def status(self) -> int:  # type: ignore[override]
+    def status(self) -> int:
         return self._resp.status
 
     @property
-    def headers(self) -> Mapping[str, str]:  # type: ignore[override]
+    def headers(self) -> Mapping[str, str]:
         return self._resp.headers
 
     async def read(self) -> bytes:

@@ -66,7 +66,8 @@ def create_app(
         try:
             raw = await _read_body(request, max_body_bytes)
         except BodyTooLarge:
-            return _client_error(protocol, 413, f"Request body over the {max_body_bytes // (1024 * 1024)} MB limit.")
+            limit_mb = max_body_bytes // (1024 * 1024)
+            return _client_error(protocol, 413, f"Request body over the {limit_mb} MB limit.")
         except ClientDisconnect:
             return Response(status_code=499)
         try:
@@ -103,7 +104,8 @@ def create_app(
     async def models(request: Request) -> Response:
         config = engine.config
         chosen = request.path_params.get("profile")
-        profiles = [p for p in config.profiles if p.enabled and (chosen is None or p.name == chosen)]
+        profiles = [p for p in config.profiles
+                    if p.enabled and (chosen is None or p.name == chosen)]
         ids: list[str] = []
         for p in profiles:
             for model in (p.default_model, *p.models.values()):
@@ -206,7 +208,7 @@ def create_app(
     app = Starlette(routes=routes, lifespan=lifespan)
     proxy_settings = engine.config.proxy
     app.add_middleware(
-        SecurityMiddleware,  # type: ignore[arg-type]
+        SecurityMiddleware,
         check_host=is_loopback_host(proxy_settings.host),
         token=token,
     )

@@ -36,7 +36,7 @@ class _Server(uvicorn.Server):
                 self._captured_signals.clear()
 
 
-def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: float = 30.0,
+def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: int = 30,
                 log_level: str = "warning") -> uvicorn.Server:
     config = uvicorn.Config(
         app,
@@ -72,7 +72,7 @@ class RunningServer:
 
 
 async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int = 0,
-                              graceful_seconds: float = 5.0) -> RunningServer:
+                              graceful_seconds: int = 5) -> RunningServer:
     """Start uvicorn inside the running loop (tests, demo, console) and wait until it serves."""
     sock = bind_socket(host, port)
     server = make_server(app, graceful_seconds=graceful_seconds)
@@ -86,7 +86,9 @@ async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int
 
 
 @contextlib.asynccontextmanager
-async def serving(app: Starlette, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[RunningServer]:
+async def serving(
+    app: Starlette, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[RunningServer]:
     running = await start_in_background(app, host, port)
     try:
         yield running
