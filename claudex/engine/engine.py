@@ -117,10 +117,37 @@ class Engine:
 
     async def forward(self, req: ProxyRequest) -> ForwardResult:
         self.totals.in_flight += 1
+        started = self.clock()
         try:
-            return await self.forwarder.forward(req)
+            result = await self.forwarder.forward(req)
         finally:
             self.totals.in_flight -= 1
+        if self.events.has_subscribers or log.isEnabledFor(logging.DEBUG):
+            self._report_request(req, result, (self.clock() - started) * 1000.0)
+        return result
+
+    def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float) -> None:
+        trail = " -> ".join(
+            f"{a.provider} {a.status if a.status is not None else a.outcome}"
+            for a in result.attempts
+        )
+        model = req.model or "-"
+        message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
+                   f"{result.status} [{trail}] {ms:.1f} ms")
+        log.debug("request %s", message)
+        if self.events.has_subscribers:
+            self.events.publish(Event("request", message, result.provider, {
+                "protocol": req.protocol,
+                "endpoint": req.endpoint,
+                "model": req.model,
+                "profile": req.profile,
+                "provider": result.provider,
+                "status": result.status,
+                "stream": req.stream,
+                "latency_ms": round(ms, 2),
+                "attempts": [a.to_json() for a in result.attempts],
+                "trail": trail,
+            }))
 
     async def check_health_now(self) -> None:
         await self.health.check_all()

@@ -27,8 +27,13 @@ class _Server(uvicorn.Server):
     """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown, so the process would die
     "by signal"; for claudex a graceful stop is a normal exit (status 0)."""
 
+    handle_signals = True  # False when hosted in-process (tests, console): the host owns signals
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        if not self.handle_signals:
+            yield
+            return
         with super().capture_signals():
             try:
                 yield
@@ -76,6 +81,8 @@ async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int
     """Start uvicorn inside the running loop (tests, demo, console) and wait until it serves."""
     sock = bind_socket(host, port)
     server = make_server(app, graceful_seconds=graceful_seconds)
+    if isinstance(server, _Server):
+        server.handle_signals = False
     server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]), name="claudex-uvicorn")
     while not server.started:
