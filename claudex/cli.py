@@ -113,13 +113,20 @@ def cmd_check(args: argparse.Namespace) -> int:
         for issue in issues:
             out.print(f"  {issue}", markup=False)
         return 1
+    from rich.table import Table
+
     config = load_config(path)
     out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s)")
+    table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
+    for column in ("profile", "type", "chain", "state"):
+        table.add_column(column, no_wrap=column != "state")
     for p in config.profiles:
-        chain = " -> ".join([p.name, *p.backup_providers])
+        chain = " → ".join([p.name, *p.backup_providers])
         state = "[dim]disabled[/]" if not p.enabled else (
             f"[yellow]misconfigured:[/] {p.problem}" if p.problem else "[green]ready[/]")
-        out.print(f"  {p.name:<16} {p.provider_type:<17} {state}  chain: {chain}")
+        kind = "anthropic" if p.provider_type == "DirectAnthropic" else "openai"
+        table.add_row(p.name, kind, chain, state)
+    out.print(table)
     return 0
 
 

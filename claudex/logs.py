@@ -76,6 +76,13 @@ def _install(handler: logging.Handler, level: int) -> None:
     root.addHandler(handler)
     root.setLevel(level)
     root.propagate = False
+    # uvicorn's own errors go to the same place, redacted, instead of Python's last-resort stderr.
+    server_log = logging.getLogger("uvicorn.error")
+    for old in list(server_log.handlers):
+        server_log.removeHandler(old)
+    server_log.addHandler(handler)
+    server_log.setLevel(logging.WARNING)
+    server_log.propagate = False
 
 
 def setup_stderr(*, json_lines: bool = False, level: int = logging.INFO) -> None:

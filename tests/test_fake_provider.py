@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import socket
@@ -23,7 +24,9 @@ from claudex.demo.fake_provider import (
     start_fakes,
     stop_fakes,
 )
+from claudex.demo.fake_replies import example_value
 from claudex.demo.recording import mask_secret
+from claudex.demo.serve_fakes import parse_spec
 
 KEY = "sk-test-0123456789abcdef"
 TOOLS: list[ToolParam] = [
@@ -457,7 +460,7 @@ async def test_setting_the_mode_field_directly_takes_effect(
 
 
 async def test_slow_delays_the_answer(claude: FakeProvider) -> None:
-    claude.set_fault("slow", latency_ms=400)
+    claude.set_fault("slow", latency_ms=250)
     async with httpx.AsyncClient(timeout=0.05) as impatient:
         with pytest.raises(httpx.ReadTimeout):
             await post_messages(impatient, claude)
@@ -724,3 +727,47 @@ async def test_token_server_refreshes_fails_and_rotates(http: httpx.AsyncClient)
 
         wrong = await http.post(tokens.token_url, json={**body, "grant_type": "password"})
         assert wrong.json()["error"] == "unsupported_grant_type"
+
+
+# ---------------------------------------------------------------- small pieces
+
+
+async def test_forced_tool_choice_calls_the_named_tool(claude: FakeProvider) -> None:
+    other: ToolParam = {"name": "lookup", "input_schema": {"type": "object", "properties": {}}}
+    message = await anthropic_client(claude).messages.create(
+        model="claude-test",
+        max_tokens=64,
+        tools=[*TOOLS, other],
+        tool_choice={"type": "tool", "name": "lookup"},
+        messages=[{"role": "user", "content": "hello"}],
+    )
+    assert message.content[0].type == "tool_use"
+    assert message.content[0].name == "lookup" and message.content[0].input == {}
+
+
+def test_example_value_follows_the_schema() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "tags": {"type": "array"},
+            "where": {
+                "type": "object",
+                "properties": {"lat": {"type": "number"}, "exact": {"type": "boolean"}},
+            },
+            "mode": {"type": ["null", "string"], "enum": ["fast", "slow"]},
+        },
+    }
+    assert example_value(schema) == {
+        "tags": [],
+        "where": {"lat": 1, "exact": True},
+        "mode": "fast",
+    }
+    assert example_value(None) == {}
+
+
+def test_serve_fakes_specs() -> None:
+    assert parse_spec("grok:openai:9001") == ("grok", "openai", 9001)
+    assert parse_spec("claude:anthropic") == ("claude", "anthropic", 0)
+    for bad in ("grok", "grok:grpc", "grok:openai:port"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            parse_spec(bad)

@@ -15,18 +15,14 @@ Every request except the control routes is recorded in `requests` (header names 
 Control routes ignore faults; while "down" nothing is reachable, so a fault set from another process
 should carry `duration_s` if it is to end by itself.
 
-Run standalone (for benchmarks or a demo in another terminal):
-    python -m claudex.demo.fake_provider grok:openai:9001 claude:anthropic:9002
+To run fakes in a process of their own (benchmarks, a demo in another terminal), see
+`claudex.demo.serve_fakes`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import contextlib
 import secrets
-import socket
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from enum import Enum
@@ -46,6 +42,7 @@ from claudex.demo.faults import (
     FaultState,
     make_fault_state,
 )
+from claudex.demo.listener import SwitchableListener
 from claudex.demo.recording import RecordedRequest, parse_json_body, presented_tokens
 
 __all__ = [
@@ -61,9 +58,6 @@ __all__ = [
 ]
 
 RouteKind = Literal["messages", "count_tokens", "chat", "models"]
-_BACKLOG: Final = 1024
-_SHUTDOWN_TIMEOUT_S: Final = 1.0
-_REBIND_PATIENCE_S: Final = 5.0
 _DEFAULT_MODELS: Final[dict[str, tuple[str, ...]]] = {
     "anthropic": ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"),
 }
@@ -126,10 +120,7 @@ class FakeProvider:
         self._routes = _ROUTES[protocol]
         self._faults = FaultState()
         self._faults.observe(self._on_fault_changed)
-        self._server: web.Server | None = None
-        self._listener: asyncio.AbstractServer | None = None
-        self._opening: asyncio.Task[None] | None = None
-        self._started = False
+        self._listener: SwitchableListener | None = None
         self._stopping = asyncio.Event()
         self._hang_release = asyncio.Event()
         self._busy: dict[RequestHandler, int] = {}
@@ -212,7 +203,7 @@ class FakeProvider:
 
     @property
     def listening(self) -> bool:
-        return self._listener is not None
+        return self._listener is not None and self._listener.listening
 
     def state(self) -> dict[str, Any]:
         last = self.requests[-1].summary() if self.requests else None
@@ -227,38 +218,28 @@ class FakeProvider:
         }
 
     async def start(self) -> None:
-        if self._started:
+        if self._listener is not None:
             return
-        loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
-        self._server = web.Server(self._handle, access_log=None)
-        sock = self._bind()
-        self._listener = await loop.create_server(self._server, sock=sock, backlog=_BACKLOG)
-        self._started = True
+        server = web.Server(self._handle, access_log=None)
+        listener = SwitchableListener(server, self.host, self._port, self._busy)
+        await listener.start()
+        self._port = listener.port
+        self._listener = listener
         self._sync_listener()
         self._schedule_expiry()
 
     async def stop(self) -> None:
         """Close the listener and every connection; hung and slow requests are dropped."""
-        if not self._started:
+        listener, self._listener = self._listener, None
+        if listener is None:
             return
-        self._started = False
         self._stopping.set()
         self._release_hangs()
         if self._expiry is not None:
             self._expiry.cancel()
             self._expiry = None
-        if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        if self._opening is not None:
-            self._opening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._opening
-        if self._server is not None:
-            self._server.pre_shutdown()
-            await self._server.shutdown(_SHUTDOWN_TIMEOUT_S)
-            self._server = None
+        await listener.close()
 
     async def __aenter__(self) -> FakeProvider:
         await self.start()
@@ -278,79 +259,10 @@ class FakeProvider:
             f"mode={self._faults.mode!r})"
         )
 
-    # ------------------------------------------------------------ listening socket ("down")
-
-    def _bind(self) -> socket.socket:
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            # SO_REUSEADDR lets "down" -> "ok" rebind the same port despite TIME_WAIT connections.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((self.host, self._port))
-            sock.listen(_BACKLOG)
-            sock.setblocking(False)
-        except OSError:
-            sock.close()
-            raise
-        self._port = sock.getsockname()[1]
-        return sock
-
-    def _wants_listener(self) -> bool:
-        return self._started and self._faults.mode != "down"
-
     def _sync_listener(self) -> None:
         """Make the listening socket match the mode: closed while "down", open otherwise."""
-        if not self._started:
-            return
-        if self._wants_listener():
-            if self._listener is None and self._opening is None:
-                sock: socket.socket | None
-                try:
-                    # Bound and listening before this returns, so a connect right after a
-                    # switch back to "ok" is queued by the kernel instead of refused.
-                    sock = self._bind()
-                except OSError:
-                    sock = None
-                self._opening = asyncio.get_running_loop().create_task(self._serve_on(sock))
-            return
         if self._listener is not None:
-            self._listener.close()
-            self._listener = None
-        self._close_connections()
-
-    async def _serve_on(self, sock: socket.socket | None) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            deadline = loop.time() + _REBIND_PATIENCE_S
-            while sock is None:
-                # Another socket took the port while we were down (rare); keep trying briefly.
-                await asyncio.sleep(0.02)
-                if not self._wants_listener():
-                    return
-                with contextlib.suppress(OSError):
-                    sock = self._bind()
-                if sock is None and loop.time() > deadline:
-                    return
-            if not self._wants_listener() or self._server is None:
-                sock.close()
-                return
-            server = await loop.create_server(self._server, sock=sock, backlog=_BACKLOG)
-            if self._wants_listener():
-                self._listener = server
-            else:
-                server.close()
-        finally:
-            self._opening = None
-
-    def _close_connections(self) -> None:
-        """Close idle kept-alive connections now; busy ones close after their response."""
-        if self._server is None:
-            return
-        for connection in self._server.connections:
-            if connection in self._busy:
-                connection.close()
-            else:
-                connection.force_close()
+            self._listener.set_open(self._faults.mode != "down")
 
     # ------------------------------------------------------------ fault bookkeeping
 
@@ -370,7 +282,7 @@ class FakeProvider:
             self._expiry.cancel()
             self._expiry = None
         state = self._faults
-        if self._started and state.duration_s is not None and state.mode != "ok":
+        if self._listener is not None and state.duration_s is not None and state.mode != "ok":
             loop = asyncio.get_running_loop()
             self._expiry = loop.call_later(state.duration_s, self._expire, state)
 
@@ -631,49 +543,3 @@ async def start_fakes(
 
 async def stop_fakes(fakes: Iterable[FakeProvider]) -> None:
     await asyncio.gather(*(fake.stop() for fake in fakes))
-
-
-# ---------------------------------------------------------------- standalone
-
-
-def _parse_spec(text: str) -> tuple[str, Protocol, int]:
-    name, _, rest = text.partition(":")
-    protocol, _, port = rest.partition(":")
-    if not name or protocol not in ("anthropic", "openai"):
-        raise argparse.ArgumentTypeError(f"expected NAME:anthropic|openai[:PORT], got {text!r}")
-    if port and not port.isdigit():
-        raise argparse.ArgumentTypeError(f"port must be a number in {text!r}")
-    return name, protocol, int(port or 0)  # type: ignore[return-value]  # checked above
-
-
-async def _serve_forever(specs: list[tuple[str, Protocol, int]], host: str) -> None:
-    fakes = [FakeProvider(name, protocol, host=host, port=port) for name, protocol, port in specs]
-    try:
-        for fake in fakes:
-            await fake.start()
-            print(f"{fake.name:>12}  {fake.protocol:<9}  {fake.base_url}", flush=True)
-        await asyncio.Event().wait()
-    finally:
-        await stop_fakes(fakes)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m claudex.demo.fake_provider",
-        description="Run fake LLM providers until interrupted (faults via POST /_fake/fault).",
-    )
-    parser.add_argument("specs", nargs="+", type=_parse_spec, metavar="NAME:PROTOCOL[:PORT]")
-    parser.add_argument("--host", default="127.0.0.1")
-    args = parser.parse_args(argv)
-    try:
-        asyncio.run(_serve_forever(args.specs, args.host))
-    except KeyboardInterrupt:
-        return 0
-    except OSError as error:
-        print(f"cannot start the fake providers: {error.strerror or error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -86,7 +86,11 @@ def create_app(
             profile=request.path_params.get("profile"),
             failover=headers.get("x-claudex-failover", "").lower() != "off",
         )
-        result = await engine.forward(req)
+        try:
+            result = await engine.forward(req)
+        except Exception:  # a claudex bug: answer in the client's format, keep the details in the log
+            log.exception("internal error while forwarding")
+            return _client_error(protocol, 500, "Internal error in claudex; see its log.")
         if result.stream is not None:
             return StreamingResponse(result.stream, status_code=result.status,
                                      headers=result.headers)

@@ -1,0 +1,55 @@
+"""Whether a profile's secret is available: an API key, an OAuth credentials file, or neither.
+
+A missing secret is not a problem of the file: the profile still loads, with `Profile.problem`
+set to the reason returned here, and failover skips it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CREDENTIALS_FILES: Mapping[str, str] = {
+    "claude": "~/.claude/.credentials.json",
+    "codex": "~/.codex/auth.json",
+}
+
+
+def _secret_problem(
+    values: Mapping[str, Any], env: Mapping[str, str], *, uses_keyring: bool = False
+) -> str | None:
+    """Why the profile's secret is unavailable, or None. Never raises, never shows a secret."""
+    auth_type = values.get("auth_type", "api-key")
+    if auth_type == "passthrough" or values.get("token_command"):
+        return None
+    if auth_type == "oauth":
+        shown = (
+            values.get("credentials_file") or DEFAULT_CREDENTIALS_FILES[values["oauth_provider"]]
+        )
+        try:
+            exists = _expand_home(shown, env).is_file()
+        except (OSError, ValueError) as error:
+            return f"credentials file {shown} cannot be read ({type(error).__name__})"
+        return None if exists else f"credentials file {shown} not found"
+    if values.get("api_key"):
+        return None
+    variable = values.get("api_key_env")
+    if variable is None:
+        if uses_keyring:
+            return "keyring secrets (api_key_keyring) are not supported; set api_key_env"
+        return "no API key configured (set api_key_env)"
+    secret = env.get(variable)
+    if secret is None:
+        return f"environment variable {variable} is not set"
+    if not secret.strip():
+        return f"environment variable {variable} is empty"
+    return None
+
+
+def _expand_home(path: str, env: Mapping[str, str]) -> Path:
+    home = env.get("HOME")
+    if home and (path == "~" or path.startswith(("~/", "~" + os.sep))):
+        return Path(home + path[1:])
+    return Path(os.path.expanduser(path))

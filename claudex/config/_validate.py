@@ -1,0 +1,365 @@
+"""Check a parsed document section by section and build `Config` from what passed.
+
+`_Builder` turns every problem into a `ConfigIssue` located through `_KeyLines` and goes on, so
+one run lists everything. Cross-checks (duplicate names, unknown or cyclic backups, the proxy's
+default profile and bind address) run after the per-key checks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from claudex.config._checks import (
+    _BREAKER_KEYS,
+    _CLAUDEX_ONLY_PROFILE_KEYS,
+    _HEALTH_KEYS,
+    _PROFILE_KEYS,
+    _PROXY_KEYS,
+    _REQUIRED_PROFILE_KEYS,
+    _RETRY_KEYS,
+    _SECTIONS,
+    _TOP_LEVEL_HINTS,
+    Checker,
+    _Bad,
+    _did_you_mean,
+    _quoted,
+    _type_name,
+)
+from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
+from claudex.config._secrets import _secret_problem
+from claudex.config.model import (
+    BreakerSettings,
+    Config,
+    ConfigError,
+    ConfigIssue,
+    HealthSettings,
+    Profile,
+    ProxySettings,
+    RetrySettings,
+)
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A place in the document: `loc` finds its line, `label` names it in the issue."""
+
+    loc: KeyPath
+    label: str
+
+    def child(self, key: str) -> _Where:
+        part = key if _BARE_KEY.fullmatch(key) else _quoted(key, limit=1000)
+        return _Where((*self.loc, key), f"{self.label}.{part}" if self.label else part)
+
+
+_TOP = _Where((), "")
+
+
+@dataclass
+class _CheckedProfile:
+    """One `[[profiles]]` table after its keys were checked: the values that passed."""
+
+    where: _Where
+    values: dict[str, Any]
+    name: str | None
+    # Claudex can keep the key in the system keyring, which claudex does not read.
+    uses_keyring: bool = False
+
+
+class _Builder:
+    """Checks a parsed document section by section, collecting issues, then builds `Config`."""
+
+    def __init__(self, file: str, lines: _KeyLines, env: Mapping[str, str]) -> None:
+        self._file = file
+        self._lines = lines
+        self._env = env
+        self._issues: list[ConfigIssue] = []
+
+    def _report(self, where: _Where, message: str, at: KeyPath = ()) -> None:
+        line = self._lines.line_of((*where.loc, *at))
+        self._issues.append(ConfigIssue(self._file, line, where.label, message))
+
+    def build(self, data: dict[str, Any]) -> Config:
+        for key in data:
+            if key not in _SECTIONS:
+                hint = _TOP_LEVEL_HINTS.get(key) or _did_you_mean(key, _SECTIONS)
+                self._report(_TOP.child(key), f"unknown key{hint}")
+        proxy_values = self._section(data, "proxy", _PROXY_KEYS)
+        breaker_values = self._section(data, "breaker", _BREAKER_KEYS)
+        retry_values = self._section(data, "retry", _RETRY_KEYS)
+        health_values = self._section(data, "health", _HEALTH_KEYS)
+        checked = self._profiles(data.get("profiles", []))
+
+        proxy = replace(ProxySettings(), **proxy_values)
+        breaker = self._merge_breaker(BreakerSettings(), breaker_values, _TOP.child("breaker"))
+        retry = self._merge_retry(RetrySettings(), retry_values, _TOP.child("retry"))
+        health = replace(HealthSettings(), **health_values)
+
+        by_name = self._check_names(checked)
+        self._check_backups(checked, by_name)
+        self._check_proxy(proxy, proxy_values, by_name)
+        merged = [
+            (
+                profile,
+                self._merge_breaker(breaker, _pick(profile.values, _BREAKER_KEYS), profile.where),
+                self._merge_retry(retry, _pick(profile.values, _RETRY_KEYS), profile.where),
+            )
+            for profile in checked
+        ]
+        if self._issues:
+            # Reading order; issues without a line (none so far in practice) go last.
+            self._issues.sort(key=lambda issue: (issue.line is None, issue.line or 0))
+            raise ConfigError(self._issues)
+
+        profiles = tuple(
+            self._make_profile(profile, profile_breaker, profile_retry, proxy)
+            for profile, profile_breaker, profile_retry in merged
+        )
+        return Config(proxy=proxy, breaker=breaker, retry=retry, health=health, profiles=profiles)
+
+    def _check_table(
+        self,
+        table: Mapping[str, object],
+        spec: Mapping[str, Checker],
+        where: _Where,
+        ignored: frozenset[str] = frozenset(),
+    ) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for key, value in table.items():
+            checker = spec.get(key)
+            if checker is None:
+                if key not in ignored:
+                    self._report(where.child(key), f"unknown key{_did_you_mean(key, spec)}")
+                continue
+            try:
+                values[key] = checker(value)
+            except _Bad as bad:
+                self._report(where.child(key), bad.message, bad.at)
+        return values
+
+    def _section(
+        self, data: Mapping[str, object], name: str, spec: Mapping[str, Checker]
+    ) -> dict[str, Any]:
+        table = data.get(name, {})
+        if not isinstance(table, dict):
+            self._report(_TOP.child(name), f"must be a table ([{name}]), not {_type_name(table)}")
+            return {}
+        return self._check_table(table, spec, _TOP.child(name))
+
+    def _profiles(self, raw: object) -> list[_CheckedProfile]:
+        if not isinstance(raw, list):
+            self._report(_TOP.child("profiles"), "must be an array of tables: write [[profiles]]")
+            return []
+        return [
+            checked
+            for index, table in enumerate(raw)
+            if (checked := self._profile(index, table)) is not None
+        ]
+
+    def _profile(self, index: int, table: object) -> _CheckedProfile | None:
+        where = _Where(("profiles", index), f"profiles[{index}]")
+        if not isinstance(table, dict):
+            self._report(where, f"must be a table, not {_type_name(table)}")
+            return None
+        raw_name = table.get("name")
+        name = raw_name if isinstance(raw_name, str) and raw_name.strip() else None
+        if name is not None:
+            part = name if _BARE_KEY.fullmatch(name) else _quoted(name)
+            where = _Where(where.loc, f"profiles.{part}")
+        values = self._check_table(table, _PROFILE_KEYS, where, _CLAUDEX_ONLY_PROFILE_KEYS)
+        for key in _REQUIRED_PROFILE_KEYS:
+            if key not in table:
+                self._report(where.child(key), "missing required key")
+        if values.get("api_key") is not None and "api_key_env" in values:
+            self._report(where.child("api_key"), "set either api_key or api_key_env, not both")
+        if (
+            values.get("auth_type") == "oauth"
+            and "oauth_provider" not in table
+            and "token_command" not in table
+        ):
+            self._report(
+                where.child("auth_type"),
+                'auth_type "oauth" needs oauth_provider ("claude" or "codex") or token_command',
+            )
+        # A name with bad characters was reported above; still use it to resolve backup lists,
+        # so that one mistake is not reported again as an "unknown profile" elsewhere.
+        return _CheckedProfile(where, values, name, "api_key_keyring" in table)
+
+    def _check_names(self, profiles: list[_CheckedProfile]) -> dict[str, _CheckedProfile]:
+        """The first profile of each name; later ones with the same name are reported."""
+        by_name: dict[str, _CheckedProfile] = {}
+        for profile in profiles:
+            if profile.name is None:
+                continue
+            first = by_name.get(profile.name)
+            if first is None:
+                by_name[profile.name] = profile
+                continue
+            first_line = self._lines.line_of((*first.where.loc, "name"))
+            where = f" (first defined on line {first_line})" if first_line is not None else ""
+            self._report(
+                profile.where.child("name"),
+                f"duplicate profile name {_quoted(profile.name)}{where}",
+            )
+        return by_name
+
+    def _check_backups(
+        self, profiles: list[_CheckedProfile], by_name: Mapping[str, _CheckedProfile]
+    ) -> None:
+        graph: dict[str, list[str]] = {name: [] for name in by_name}
+        for profile in profiles:
+            backups: tuple[str, ...] = profile.values.get("backup_providers", ())
+            where = profile.where.child("backup_providers")
+            seen: set[str] = set()
+            for index, backup in enumerate(backups):
+                if backup == profile.name:
+                    self._report(where, "a profile cannot list itself as a backup", (index,))
+                elif backup not in by_name:
+                    hint = _did_you_mean(backup, by_name)
+                    self._report(where, f"unknown profile {_quoted(backup)}{hint}", (index,))
+                elif backup in seen:
+                    self._report(where, f"{_quoted(backup)} is listed twice", (index,))
+                elif profile.name is not None and by_name[profile.name] is profile:
+                    graph[profile.name].append(backup)
+                seen.add(backup)
+        for cycle in _find_cycles(graph):
+            start = by_name[cycle[0]]
+            index = start.values["backup_providers"].index(cycle[1])
+            self._report(
+                start.where.child("backup_providers"),
+                f"backup cycle: {' -> '.join(cycle)}",
+                (index,),
+            )
+
+    def _check_proxy(
+        self,
+        proxy: ProxySettings,
+        values: Mapping[str, Any],
+        by_name: Mapping[str, _CheckedProfile],
+    ) -> None:
+        where = _TOP.child("proxy")
+        default = values.get("default_profile")
+        if default is not None and default not in by_name:
+            hint = _did_you_mean(default, by_name)
+            self._report(
+                where.child("default_profile"), f"unknown profile {_quoted(default)}{hint}"
+            )
+        if "host" in values and not _is_loopback(proxy.host) and proxy.auth_token_env is None:
+            self._report(
+                where.child("host"),
+                f"{_quoted(proxy.host)} is not a loopback address; listening on it requires "
+                "auth_token_env so that every request must carry a token",
+            )
+
+    def _merge_breaker(
+        self, base: BreakerSettings, values: dict[str, Any], where: _Where
+    ) -> BreakerSettings:
+        merged = replace(base, **values)
+        if merged.max_recovery_seconds < merged.recovery_seconds:
+            key = "max_recovery_seconds" if "max_recovery_seconds" in values else "recovery_seconds"
+            if key in values:
+                self._report(
+                    where.child(key),
+                    f"max_recovery_seconds ({merged.max_recovery_seconds:g}) must not be less "
+                    f"than recovery_seconds ({merged.recovery_seconds:g})",
+                )
+        return merged
+
+    def _merge_retry(
+        self, base: RetrySettings, values: dict[str, Any], where: _Where
+    ) -> RetrySettings:
+        merged = replace(base, **values)
+        if merged.max_delay < merged.initial_delay:
+            key = "max_delay" if "max_delay" in values else "initial_delay"
+            if key in values:
+                self._report(
+                    where.child(key),
+                    f"max_delay ({merged.max_delay:g}) must not be less than "
+                    f"initial_delay ({merged.initial_delay:g})",
+                )
+        return merged
+
+    def _make_profile(
+        self,
+        checked: _CheckedProfile,
+        breaker: BreakerSettings,
+        retry: RetrySettings,
+        proxy: ProxySettings,
+    ) -> Profile:
+        values = checked.values
+        return Profile(
+            name=values["name"],
+            provider_type=values["provider_type"],
+            # Callers join paths onto it (`{base_url}/v1/messages`).
+            base_url=values["base_url"].rstrip("/"),
+            default_model=values.get("default_model"),
+            api_key_env=values.get("api_key_env"),
+            api_key=values.get("api_key"),
+            auth_type=values.get("auth_type", "api-key"),
+            backup_providers=values.get("backup_providers", ()),
+            enabled=values.get("enabled", True),
+            models=values.get("models", {}),
+            custom_headers=values.get("custom_headers", {}),
+            max_tokens=values.get("max_tokens"),
+            oauth_provider=values.get("oauth_provider"),
+            credentials_file=values.get("credentials_file"),
+            token_url=values.get("token_url"),
+            client_id=values.get("client_id"),
+            token_command=values.get("token_command"),
+            health_probe=values.get("health_probe", True),
+            breaker=breaker,
+            retry=retry,
+            connect_timeout=values.get("connect_timeout", proxy.connect_timeout),
+            read_timeout=values.get("read_timeout", proxy.read_timeout),
+            problem=_secret_problem(values, self._env, uses_keyring=checked.uses_keyring),
+        )
+
+
+def _pick(values: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    return {key: values[key] for key in keys if key in values}
+
+
+def _is_loopback(host: str) -> bool:
+    bare = host.strip().removeprefix("[").removesuffix("]").lower()
+    if bare == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
+
+
+def _find_cycles(graph: Mapping[str, list[str]]) -> list[list[str]]:
+    """Backup cycles as closed paths (`["a", "b", "a"]`), each once, from its earliest profile.
+
+    A depth-first walk reports the cycle closed by each back edge: enough to flag every group of
+    profiles that back each other up, though not every distinct cycle inside such a group.
+    Iterative, so a long chain cannot exhaust the stack.
+    """
+    order = {name: position for position, name in enumerate(graph)}
+    on_path, finished = 1, 2
+    state: dict[str, int] = {}
+    found: dict[tuple[str, ...], list[str]] = {}
+    for root in graph:
+        if root in state:
+            continue
+        path = [root]
+        state[root] = on_path
+        pending = [iter(graph[root])]
+        while pending:
+            target = next(pending[-1], None)
+            if target is None:
+                state[path.pop()] = finished
+                pending.pop()
+            elif state.get(target) == on_path:
+                cycle = path[path.index(target) :]
+                first = min(range(len(cycle)), key=lambda k: order[cycle[k]])
+                rotated = tuple(cycle[first:] + cycle[:first])
+                found.setdefault(rotated, [*rotated, rotated[0]])
+            elif target not in state:
+                state[target] = on_path
+                path.append(target)
+                pending.append(iter(graph[target]))
+    return list(found.values())
