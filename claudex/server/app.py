@@ -88,7 +88,7 @@ def create_app(
         )
         try:
             result = await engine.forward(req)
-        except Exception:  # a claudex bug: answer in the client's format, keep the details in the log
+        except Exception:  # a claudex bug: answer in the client's format, details in the log
             log.exception("internal error while forwarding")
             return _client_error(protocol, 500, "Internal error in claudex; see its log.")
         if result.stream is not None:
