@@ -69,7 +69,8 @@ def anthropic_signal(event: SseEvent) -> tuple[StreamSignal, str]:
     payload = _json(event.data) if event.data else None
     if kind is None and payload is not None:
         kind = str(payload.get("type", ""))
-    if kind in ANTHROPIC_CONTENT_EVENTS:
+    if kind in ANTHROPIC_CONTENT_EVENTS or kind == "message_stop":
+        # message_stop before any block is a complete (empty) answer: commit to it as well.
         return StreamSignal.CONTENT, ""
     if kind == "error":
         err = (payload or {}).get("error", {})
