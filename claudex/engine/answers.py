@@ -1,0 +1,62 @@
+"""The responses the engine hands back: success tagging, pass-through, the all-failed error."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from claudex.engine.explain import all_failed_sentence
+from claudex.engine.ledger import Trail
+from claudex.engine.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest
+from claudex.providers import anthropic, openai
+
+# Upstream response headers worth passing to the client; everything else (hop-by-hop, length,
+# encoding, cookies) is the proxy's business.
+_PASS_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "openai-processing-ms"})
+_PASS_PREFIXES = ("anthropic-ratelimit-", "x-ratelimit-")
+
+
+def passed_headers(upstream: Mapping[str, str], *, translating: bool = False) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in upstream.items():
+        lower = key.lower()
+        if lower in _PASS_HEADERS or (not translating and lower.startswith(_PASS_PREFIXES)):
+            out[lower] = value
+    return out
+
+
+def tag(result: ForwardResult) -> ForwardResult:
+    if result.provider:
+        result.headers["x-claudex-provider"] = result.provider
+    if result.attempts:
+        result.headers["x-claudex-attempts"] = ",".join(a.token() for a in result.attempts)
+    return result
+
+
+def error_result(req: ProxyRequest, status: int, message: str, attempts: list[Attempt],
+                 retry_after: float | None = None) -> ForwardResult:
+    listed = [a.to_json() for a in attempts]
+    if req.protocol == "anthropic":
+        body = anthropic.error_body(status, message, attempts=listed)
+    else:
+        body = openai.error_body(
+            status, message, code="claudex_all_providers_failed" if attempts else None,
+            attempts=listed)
+    headers = {"content-type": "application/json"}
+    if retry_after is not None:
+        headers["retry-after"] = str(max(1, math.ceil(retry_after)))
+    return tag(ForwardResult(status, headers, None, attempts, body=body))
+
+
+def all_failed(req: ProxyRequest, trail: Trail) -> tuple[ForwardResult, str]:
+    """429 with Retry-After when every relevant attempt was rate limited, else 502."""
+    relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS]
+    rate_limited = bool(relevant) and all(
+        f.attempt.outcome in ("rate_limited", "cooling_down") for f in relevant
+    )
+    sentence = all_failed_sentence(trail.attempts, rate_limited=rate_limited)
+    if rate_limited:
+        waits = [f.retry_after for f in relevant if f.retry_after is not None]
+        retry_after = min(waits) if waits else 1.0
+        return error_result(req, 429, sentence, trail.attempts, retry_after), sentence
+    return error_result(req, 502, sentence, trail.attempts), sentence

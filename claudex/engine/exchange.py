@@ -1,0 +1,159 @@
+"""How one request is expressed to one provider and how its answer comes back.
+
+`Exchange` hides whether the client and the provider speak the same protocol. When they do,
+bodies pass through untouched (re-encoded only when the model or `max_tokens` changes) and a
+stream is relayed byte for byte; when they differ, `claudex.providers.translate` rewrites the
+request, the answer, error bodies and the stream as it flows.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Protocol
+
+from claudex.config.model import Profile
+from claudex.config.model import Protocol as WireProtocol
+from claudex.engine.request import ProxyRequest
+from claudex.providers import anthropic, openai
+from claudex.providers import translate as tr
+from claudex.providers.sse import TailScanner
+
+log = logging.getLogger("claudex.translate")
+
+
+class StreamCodec(Protocol):
+    """Turns upstream stream bytes into client stream bytes."""
+
+    def feed(self, chunk: bytes) -> bytes: ...
+
+    def finish(self) -> bytes: ...
+
+    @property
+    def finished(self) -> bool: ...  # the upstream stream ended properly
+
+    @property
+    def error(self) -> str | None: ...  # an in-band upstream error passed to the client
+
+
+class _Relay:
+    """Same protocol: bytes pass as they are; a tail scan notices the end or an error."""
+
+    def __init__(self, scanner: TailScanner) -> None:
+        self._scanner = scanner
+
+    def feed(self, chunk: bytes) -> bytes:
+        self._scanner.feed(chunk)
+        return chunk
+
+    def finish(self) -> bytes:
+        return b""
+
+    @property
+    def finished(self) -> bool:
+        return self._scanner.saw_end
+
+    @property
+    def error(self) -> str | None:
+        return "upstream sent an error mid-stream" if self._scanner.saw_error else None
+
+
+def map_model(profile: Profile, requested: str | None, addressed: bool) -> str | None:
+    """A request keeps its model at the profile it addressed unless that profile maps it;
+    at a backup it takes the backup's mapping or default model."""
+    if requested:
+        mapped = profile.models.get(requested)
+        if mapped:
+            return mapped
+        lower = requested.lower()
+        for family, target in profile.models.items():
+            if family.lower() in lower:
+                return target
+        if addressed:
+            return requested
+    return profile.default_model or requested
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class Exchange:
+    """One request at one provider: body out, answer back, in the client's protocol."""
+
+    def __init__(self, req: ProxyRequest, profile: Profile, *, addressed: bool) -> None:
+        self.req = req
+        self.profile = profile
+        self.client: WireProtocol = req.protocol
+        self.upstream: WireProtocol = profile.protocol
+        self.translating = self.client != self.upstream
+        self.model = map_model(profile, req.model, addressed)
+        self._tool_names = tr.ToolNameMap()
+
+    # -- request ---------------------------------------------------------------------------------
+
+    def url(self) -> str:
+        if self.upstream == "anthropic":
+            return anthropic.messages_url(self.profile.base_url,
+                                          self.req.endpoint == "count_tokens")
+        return openai.chat_url(self.profile.base_url)
+
+    def body(self) -> bytes:
+        req, profile = self.req, self.profile
+        if self.translating:
+            convert = (tr.anthropic_to_openai_request if self.client == "anthropic"
+                       else tr.openai_to_anthropic_request)
+            translated = convert(req.body, model=self.model, max_tokens_cap=profile.max_tokens)
+            self._tool_names = translated.tool_names
+            if translated.dropped and log.isEnabledFor(logging.DEBUG):
+                log.debug("%s: not translated to %s: %s", profile.name, self.upstream,
+                          ", ".join(translated.dropped))
+            return _dumps(translated.body)
+        changes: dict[str, Any] = {}
+        if self.model is not None and self.model != req.model:
+            changes["model"] = self.model
+        cap = profile.max_tokens
+        if cap is not None and req.endpoint != "count_tokens":
+            for key in ("max_tokens", "max_completion_tokens"):
+                value = req.body.get(key)
+                if isinstance(value, int) and value > cap:
+                    changes[key] = cap
+        if not changes:
+            return req.raw  # untouched: forward the client's bytes without re-encoding
+        return _dumps({**req.body, **changes})
+
+    # -- answers ---------------------------------------------------------------------------------
+
+    def answer(self, payload: bytes) -> bytes:
+        """A successful JSON answer in the client's protocol. Raises ValueError when the
+        upstream sent something that is not a JSON object."""
+        if not self.translating:
+            return payload
+        body = json.loads(payload)
+        if not isinstance(body, dict):
+            raise ValueError("upstream answer is not a JSON object")
+        convert = (tr.openai_to_anthropic_response if self.client == "anthropic"
+                   else tr.anthropic_to_openai_response)
+        return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
+
+    def error_answer(self, status: int, payload: bytes) -> tuple[int, bytes]:
+        if not self.translating:
+            return status, payload
+        return tr.translate_error(status, payload, source=self.upstream, target=self.client)
+
+    def stream_codec(self) -> StreamCodec:
+        if not self.translating:
+            scanner = (anthropic.tail_scanner() if self.upstream == "anthropic"
+                       else openai.tail_scanner())
+            return _Relay(scanner)
+        if self.client == "anthropic":
+            return tr.OpenAIToAnthropicStream(tool_names=self._tool_names, model=self.model)
+        return tr.AnthropicToOpenAIStream(
+            tool_names=self._tool_names, model=self.model,
+            include_usage=tr.include_usage_requested(self.req.body),
+        )
+
+    def sse_error(self, message: str) -> bytes:
+        if self.client == "anthropic":
+            return anthropic.sse_error(message)
+        return openai.sse_error(message)

@@ -1,0 +1,113 @@
+"""Streams and the commit rule (DESIGN.md): nothing reaches the client before the first content
+event of the client's protocol; every failure before it fails over, after it the client gets an
+SSE `error` event and the provider's breaker a failure — never a second upstream call."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+from claudex.engine.answers import passed_headers, tag
+from claudex.engine.classify import Outcome, map_transport_error
+from claudex.engine.exchange import Exchange, StreamCodec
+from claudex.engine.ledger import Ledger
+from claudex.engine.request import Attempt, ForwardResult
+from claudex.engine.transport import UpstreamResponse
+from claudex.providers import anthropic, openai
+from claudex.providers.sse import CommitWatcher, StreamSignal
+
+log = logging.getLogger("claudex.proxy")
+
+
+async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse,
+                      started: float) -> ForwardResult | None:
+    """Hold the stream until its first content event; None (after recording why) to fail over."""
+    name = ledger.rt.name
+    codec = exchange.stream_codec()
+    watcher = CommitWatcher(anthropic.signal if exchange.client == "anthropic"
+                            else openai.signal)
+    held: list[bytes] = []
+    chunks = resp.chunks().__aiter__()
+
+    def failed(outcome: str, message: str) -> None:
+        resp.close()
+        ledger.fail(Attempt(name, outcome, 200, message, ledger.ms_since(started)))
+
+    try:
+        while True:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                tail = codec.finish() if codec.finished else b""
+                if tail and watcher.feed(tail) is StreamSignal.CONTENT:
+                    held.append(tail)  # a complete, empty answer: commit to it
+                    break
+                failed(Outcome.STREAM_ERROR.value, "stream ended before any content")
+                return None
+            out = codec.feed(chunk)
+            if not out:
+                continue
+            held.append(out)
+            signal = watcher.feed(out)
+            if signal is StreamSignal.CONTENT:
+                break
+            if signal is StreamSignal.ERROR or codec.error:
+                failed(Outcome.STREAM_ERROR.value,
+                       watcher.error_message or codec.error or "error event")
+                return None
+    except Exception as exc:
+        outcome, words = map_transport_error(exc)
+        if outcome is Outcome.DISCONNECTED:
+            outcome = Outcome.STREAM_ERROR
+        failed(outcome.value, f"{words} before any content")
+        return None
+    except BaseException:  # cancelled: the client is gone
+        resp.close()
+        ledger.release()
+        raise
+    # Committed: from here on nothing is retried, so the request is never billed twice.
+    ledger.trail.attempts.append(Attempt(name, "ok", 200, "", ledger.ms_since(started)))
+    headers = passed_headers(resp.headers, translating=exchange.translating)
+    headers["content-type"] = "text/event-stream; charset=utf-8" if exchange.translating \
+        else headers.get("content-type", "text/event-stream")
+    headers["cache-control"] = "no-cache"
+    ledger.hand_to_stream()
+    stream = _relay(ledger, exchange, codec, resp, chunks, held, started)
+    return tag(ForwardResult(200, headers, name, ledger.trail.attempts, stream=stream))
+
+
+async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
+                 resp: UpstreamResponse, chunks: AsyncIterator[bytes], held: list[bytes],
+                 started: float) -> AsyncIterator[bytes]:
+    name = ledger.rt.name
+    try:
+        yield b"".join(held)
+        held.clear()
+        try:
+            async for chunk in chunks:
+                out = codec.feed(chunk)
+                if out:
+                    yield out
+        except Exception as exc:
+            _, words = map_transport_error(exc)
+            message = f"{name}: upstream {words} after the response started"
+            ledger.broke_mid_stream(message)
+            log.warning("%s", message)
+            yield exchange.sse_error(message)
+            return
+        if codec.error is not None or not codec.finished:
+            message = (f"{name}: {codec.error}" if codec.error is not None
+                       else f"{name}: upstream stream ended early")
+            ledger.broke_mid_stream(message)
+            log.warning("%s", message)
+            if codec.error is None:
+                yield exchange.sse_error(message)
+            return
+        tail = codec.finish()
+        if tail:
+            yield tail
+        ledger.succeed(200, started, record_attempt=False)
+    finally:
+        resp.close()
+        # A no-op when settled; the client disconnecting is not the provider's fault.
+        ledger.release(by_stream=True)

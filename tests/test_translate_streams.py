@@ -1,0 +1,635 @@
+"""Stream translation: recorded upstream streams fed whole and split at random byte positions
+must give the same, well-formed client stream, which the official SDKs accept.
+
+Recorded streams: tests/golden/translate/{o2a,a2o}_stream_*.json, `input` being the upstream's
+raw SSE text and `expected` the client events (regenerate with CLAUDEX_REGEN_GOLDEN=1 and
+review the diff).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from openai.types.chat import ChatCompletionChunk
+
+from claudex.providers.sse import CommitWatcher, StreamSignal, anthropic_signal, openai_signal
+from claudex.providers.translate import (
+    AnthropicToOpenAIStream,
+    OpenAIToAnthropicStream,
+    ToolNameMap,
+)
+
+GOLDEN = Path(__file__).parent / "golden" / "translate"
+REGEN = os.environ.get("CLAUDEX_REGEN_GOLDEN") == "1"
+STREAM_CASES = sorted(GOLDEN.glob("*_stream_*.json"))
+O2A_CASES = [p for p in STREAM_CASES if p.name.startswith("o2a_")]
+A2O_CASES = [p for p in STREAM_CASES if p.name.startswith("a2o_")]
+Translator = OpenAIToAnthropicStream | AnthropicToOpenAIStream
+
+
+def _load(path: Path) -> dict[str, Any]:
+    case: dict[str, Any] = json.loads(path.read_text())
+    return case
+
+
+def _translator(case: dict[str, Any]) -> Translator:
+    options = case["options"]
+    if case["kind"] == "openai_to_anthropic_stream":
+        return OpenAIToAnthropicStream(tool_names=ToolNameMap(), model=options.get("model"))
+    return AnthropicToOpenAIStream(tool_names=ToolNameMap(128), model=options.get("model"),
+                                   include_usage=options.get("include_usage", False),
+                                   created=options.get("created"))
+
+
+def _run(case: dict[str, Any], pieces: list[bytes]) -> bytes:
+    translator = _translator(case)
+    out = b"".join(translator.feed(piece) for piece in pieces)
+    return out + translator.finish()
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts})
+    bounds = [0, *points, len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+# -- parsing and validating the client side ------------------------------------------------------
+
+def _raw_events(raw: bytes) -> list[tuple[str | None, str]]:
+    text = raw.decode("utf-8")
+    assert "\u2028" not in text and "\u2029" not in text, "raw line separators in output"
+    assert text.endswith("\n\n") or not text
+    events: list[tuple[str | None, str]] = []
+    for block in text.split("\n\n")[:-1]:
+        name: str | None = None
+        data: list[str] = []
+        for line in block.split("\n"):
+            key, _, value = line.partition(": ")
+            if key == "event":
+                name = value
+            elif key == "data":
+                data.append(value)
+            else:
+                raise AssertionError(f"unexpected line {line!r}")
+        events.append((name, "\n".join(data)))
+    return events
+
+
+def anthropic_events(raw: bytes) -> list[dict[str, Any]]:
+    out = []
+    for name, data in _raw_events(raw):
+        payload = json.loads(data)
+        assert name == payload["type"], "event name and data type differ"
+        out.append(payload)
+    return out
+
+
+@dataclass
+class AnthropicSummary:
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+    usage: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+
+_DELTA_FOR = {"text": "text_delta", "tool_use": "input_json_delta"}
+_STOP_REASONS = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"}
+
+
+def validate_anthropic(events: list[dict[str, Any]]) -> AnthropicSummary:
+    """message_start first; blocks opened and closed in order with increasing indices; deltas
+    only inside the open block and of its kind; tool input JSON complete at block stop;
+    message_delta then message_stop last — or an error event, last."""
+    summary = AnthropicSummary()
+    if events and events[0]["type"] == "error":
+        assert len(events) == 1
+        summary.error = events[0]["error"]
+        return summary
+    assert events and events[0]["type"] == "message_start"
+    summary.usage = dict(events[0]["message"]["usage"])
+    open_block: dict[str, Any] | None = None
+    saw_delta = False
+    for position, event in enumerate(events[1:], start=1):
+        kind = event["type"]
+        last = position == len(events) - 1
+        if kind == "error":
+            assert last, "an error event ends the stream"
+            summary.error = event["error"]
+            return summary
+        if kind == "ping":
+            continue
+        assert not saw_delta or kind == "message_stop", f"{kind} after message_delta"
+        if kind == "content_block_start":
+            assert open_block is None, "a block opened inside another"
+            assert event["index"] == len(summary.blocks), "block indices must count up from 0"
+            block = dict(event["content_block"])
+            assert block["type"] in _DELTA_FOR
+            if block["type"] == "tool_use":
+                assert block["id"] and block["name"] and block["input"] == {}
+                block["json"] = ""
+            summary.blocks.append(block)
+            open_block = block
+        elif kind == "content_block_delta":
+            assert open_block is not None and event["index"] == len(summary.blocks) - 1
+            delta = event["delta"]
+            assert delta["type"] == _DELTA_FOR[open_block["type"]]
+            if delta["type"] == "text_delta":
+                open_block["text"] += delta["text"]
+            else:
+                open_block["json"] += delta["partial_json"]
+        elif kind == "content_block_stop":
+            assert open_block is not None and event["index"] == len(summary.blocks) - 1
+            if open_block["type"] == "tool_use":
+                parsed = json.loads(open_block.pop("json") or "{}")
+                assert isinstance(parsed, dict)
+                open_block["input"] = parsed
+            open_block = None
+        elif kind == "message_delta":
+            assert open_block is None, "message_delta with a block still open"
+            assert event["delta"]["stop_reason"] in _STOP_REASONS
+            summary.stop_reason = event["delta"]["stop_reason"]
+            summary.usage.update(event["usage"])
+            saw_delta = True
+        elif kind == "message_stop":
+            assert saw_delta and last, "message_stop must follow message_delta and end it"
+        else:
+            raise AssertionError(f"unknown event {kind}")
+    assert events[-1]["type"] == "message_stop"
+    return summary
+
+
+@dataclass
+class OpenAISummary:
+    content: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    model: str = ""
+
+
+def validate_openai(raw: bytes) -> OpenAISummary:
+    """Every chunk a valid ChatCompletionChunk; one role delta, first; tool call arguments
+    concatenate to JSON objects; finish_reason exactly once; at most a usage chunk after it;
+    `[DONE]` last — or an error line, last."""
+    summary = OpenAISummary()
+    events = _raw_events(raw)
+    assert all(name is None for name, _ in events), "OpenAI streams carry no event names"
+    datas = [data for _, data in events]
+    for position, data in enumerate(datas):
+        last = position == len(datas) - 1
+        if data == "[DONE]":
+            assert last and summary.finish_reason is not None
+            return summary
+        payload = json.loads(data)
+        if "error" in payload:
+            assert last, "an error ends the stream"
+            summary.error = payload["error"]
+            return summary
+        chunk = ChatCompletionChunk.model_validate(payload)
+        summary.model = chunk.model
+        if not chunk.choices:
+            assert summary.finish_reason is not None and chunk.usage is not None
+            summary.usage = payload["usage"]
+            continue
+        assert summary.finish_reason is None, "a chunk after the finish chunk"
+        (choice,) = chunk.choices
+        delta = choice.delta
+        assert (delta.role == "assistant") == (position == 0), "one role delta, first"
+        summary.content += delta.content or ""
+        for call in delta.tool_calls or ():
+            if call.index == len(summary.tool_calls):
+                assert call.id and call.function and call.function.name and call.type
+                summary.tool_calls.append({"id": call.id, "name": call.function.name,
+                                           "arguments": call.function.arguments or ""})
+            else:
+                assert call.index == len(summary.tool_calls) - 1 and call.id is None
+                assert call.function is not None
+                summary.tool_calls[-1]["arguments"] += call.function.arguments or ""
+        if choice.finish_reason is not None:
+            summary.finish_reason = choice.finish_reason
+    raise AssertionError("stream ended without [DONE] or an error")
+
+
+def _summarise(case: dict[str, Any], raw: bytes) -> Any:
+    if case["kind"] == "openai_to_anthropic_stream":
+        return validate_anthropic(anthropic_events(raw))
+    summary = validate_openai(raw)
+    for call in summary.tool_calls:
+        assert isinstance(json.loads(call["arguments"]), dict)
+    return summary
+
+
+def _expected_form(case: dict[str, Any], raw: bytes) -> list[Any]:
+    if case["kind"] == "openai_to_anthropic_stream":
+        return list(anthropic_events(raw))
+    return [data if data == "[DONE]" else json.loads(data) for _, data in _raw_events(raw)]
+
+
+# -- recorded streams ----------------------------------------------------------------------------
+
+def test_recorded_streams_exist() -> None:
+    assert len(O2A_CASES) >= 4 and len(A2O_CASES) >= 3
+
+
+@pytest.mark.parametrize("path", STREAM_CASES, ids=lambda p: p.stem)
+def test_golden_stream(path: Path) -> None:
+    case = _load(path)
+    raw = _run(case, [case["input"].encode()])
+    _summarise(case, raw)
+    actual = _expected_form(case, raw)
+    if REGEN:
+        case["expected"] = actual
+        path.write_text(json.dumps(case, indent=2, ensure_ascii=False) + "\n")
+        return
+    assert case["expected"] is not None, f"{path.name}: no expected value; regenerate"
+    assert actual == case["expected"], case["description"]
+
+
+@pytest.mark.parametrize("path", STREAM_CASES, ids=lambda p: p.stem)
+@settings(max_examples=60, deadline=None)
+@given(cuts=st.lists(st.integers(min_value=0, max_value=100_000), max_size=40))
+def test_stream_split_anywhere_gives_the_same_output(path: Path, cuts: list[int]) -> None:
+    case = _load(path)
+    data = case["input"].encode()
+    whole = _run(case, [data])
+    assert _run(case, _split(data, cuts)) == whole
+
+
+@pytest.mark.parametrize("path", STREAM_CASES, ids=lambda p: p.stem)
+def test_stream_byte_by_byte_and_with_crlf(path: Path) -> None:
+    case = _load(path)
+    data = case["input"].encode()
+    whole = _run(case, [data])
+    assert _run(case, [data[i:i + 1] for i in range(len(data))]) == whole
+    crlf = case["input"].replace("\n", "\r\n").encode()
+    assert _run(case, [crlf[i:i + 7] for i in range(0, len(crlf), 7)]) == whole
+
+
+def test_openai_tool_stream_content() -> None:
+    case = _load(GOLDEN / "o2a_stream_tool_calls.json")
+    summary = validate_anthropic(anthropic_events(_run(case, [case["input"].encode()])))
+    assert [(b["id"], b["name"], b["input"]) for b in summary.blocks] == [
+        ("call_DdmO9pD3xa9XTPNJ32zg2hcA", "get_weather", {"city": "Paris", "unit": "c"}),
+        ("call_Qx", "get_time", {"tz": "Europe/Paris"})]
+    assert summary.stop_reason == "tool_use"
+    # Usage from the last, choice-less chunk; the 64 cached tokens are reported apart.
+    assert summary.usage["output_tokens"] == 17
+    assert summary.usage["input_tokens"] == 18
+    assert summary.usage["cache_read_input_tokens"] == 64
+
+
+def test_anthropic_tool_stream_content() -> None:
+    case = _load(GOLDEN / "a2o_stream_tool_use.json")
+    summary = validate_openai(_run(case, [case["input"].encode()]))
+    assert summary.content == "Checking."
+    assert [(c["id"], c["name"], json.loads(c["arguments"])) for c in summary.tool_calls] == [
+        ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather",
+         {"city": "San Francisco, CA", "unit": "fahrenheit"}),
+        ("toolu_02", "get_time", {"tz": "PST"})]
+    assert summary.finish_reason == "tool_calls" and summary.usage is None
+
+
+def test_anthropic_text_stream_reports_usage_when_asked() -> None:
+    case = _load(GOLDEN / "a2o_stream_text.json")
+    summary = validate_openai(_run(case, [case["input"].encode()]))
+    assert summary.content == "Hello — ça va? 🙂"
+    assert summary.usage == {"prompt_tokens": 1496, "completion_tokens": 15,
+                             "total_tokens": 1511, "prompt_tokens_details": {"cached_tokens": 1024}}
+    assert summary.model == "claude-sonnet-4-5-20250929"
+
+
+@pytest.mark.parametrize("name", ["o2a_stream_error.json", "a2o_stream_error.json"])
+def test_error_mid_stream_is_mapped_and_ends_the_stream(name: str) -> None:
+    case = _load(GOLDEN / name)
+    translator = _translator(case)
+    out = translator.feed(case["input"].encode())
+    assert translator.error
+    assert translator.feed(b'data: {"choices":[]}\n\n') == b""
+    assert translator.finish() == b""
+    summary = _summarise(case, out)
+    assert summary.error is not None
+    if case["kind"] == "openai_to_anthropic_stream":
+        assert summary.error == {"type": "api_error", "message": translator.error}
+    else:
+        assert summary.error["code"] == "overloaded_error"
+        assert summary.error["message"] == "Overloaded"
+
+
+# -- state machine details -----------------------------------------------------------------------
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+    payload = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+def test_finish_is_idempotent_and_closes_an_empty_stream() -> None:
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="grok-3")
+    first = stream.finish()
+    summary = validate_anthropic(anthropic_events(first))
+    assert summary.blocks == [] and summary.stop_reason == "end_turn"
+    assert stream.finish() == b"" and stream.feed(_chunk({"content": "late"})) == b""
+    other = AnthropicToOpenAIStream(tool_names=ToolNameMap(), model="claude")
+    assert validate_openai(other.finish()).finish_reason == "stop"
+    assert other.finish() == b""
+
+
+def test_finished_reflects_the_upstream_end() -> None:
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    stream.feed(_chunk({"content": "hi"}))
+    assert not stream.finished
+    stream.feed(_chunk({}, "stop"))
+    assert stream.finished
+    back = AnthropicToOpenAIStream(tool_names=ToolNameMap(), model="m")
+    back.feed(b'event: message_delta\ndata: {"type":"message_delta","delta":'
+              b'{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}\n\n')
+    assert back.finished
+
+
+def test_unterminated_last_event_is_still_read_at_finish() -> None:
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m", message_id="msg_x")
+    out = stream.feed(_chunk({"content": "hi"}) + b"data: [DONE]")
+    out += stream.finish()
+    events = anthropic_events(out)
+    assert events[0]["message"]["id"] == "msg_x"
+    assert validate_anthropic(events).blocks[0]["text"] == "hi"
+
+
+def test_tool_calls_keyed_by_id_without_index_and_name_after_arguments() -> None:
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    out = stream.feed(_chunk({"tool_calls": [{"id": "a", "function": {"name": "f",
+                                                                       "arguments": "{}"}}]}))
+    out += stream.feed(_chunk({"tool_calls": [{"id": "b", "function": {
+        "name": "g", "arguments": "{\"x\":1}"}}]}))
+    # A call whose name comes only after its first argument fragment.
+    out += stream.feed(_chunk({"tool_calls": [{"index": 5, "id": "c",
+                                               "function": {"arguments": "{\"y\""}}]}))
+    out += stream.feed(_chunk({"tool_calls": [{"index": 5, "function": {"name": "h",
+                                                                        "arguments": ":2}"}}]}))
+    out += stream.feed(_chunk({}, "tool_calls")) + stream.finish()
+    summary = validate_anthropic(anthropic_events(out))
+    assert [(b["id"], b["name"], b["input"]) for b in summary.blocks] == [
+        ("a", "f", {}), ("b", "g", {"x": 1}), ("c", "h", {"y": 2})]
+
+
+def test_shortened_tool_names_are_restored_in_streams() -> None:
+    names = ToolNameMap()
+    long_name = "mcp__server__" + "x" * 80
+    short = names.shorten(long_name)
+    stream = OpenAIToAnthropicStream(tool_names=names, model="m")
+    out = stream.feed(_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                              "function": {"name": short, "arguments": ""}}]}))
+    out += stream.finish()
+    assert validate_anthropic(anthropic_events(out)).blocks[0]["name"] == long_name
+
+
+def test_line_separator_characters_survive_intact() -> None:
+    text = "a\u2028b\u2029c\x85d"
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    data = _chunk({"content": text}).decode().replace("\\u2028", "\u2028").encode()
+    out = stream.feed(data) + stream.finish()
+    assert validate_anthropic(anthropic_events(out)).blocks[0]["text"] == text
+
+
+def test_translated_output_respects_the_commit_rule() -> None:
+    """The role-only first chunk and message_start are not content; the first text is."""
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    watcher = CommitWatcher(anthropic_signal)
+    assert watcher.feed(stream.feed(_chunk({"role": "assistant", "content": ""}))) \
+        is StreamSignal.NONE
+    assert watcher.feed(stream.feed(_chunk({"content": "Hi"}))) is StreamSignal.CONTENT
+    back = AnthropicToOpenAIStream(tool_names=ToolNameMap(), model="m")
+    watcher = CommitWatcher(openai_signal)
+    start = (b'event: message_start\ndata: {"type":"message_start","message":{"id":"msg_1",'
+             b'"model":"c","usage":{"input_tokens":3,"output_tokens":1}}}\n\n'
+             b'event: content_block_start\ndata: {"type":"content_block_start","index":0,'
+             b'"content_block":{"type":"text","text":""}}\n\n'
+             b'event: ping\ndata: {"type":"ping"}\n\n')
+    assert watcher.feed(back.feed(start)) is StreamSignal.NONE
+    delta = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,'
+             b'"delta":{"type":"text_delta","text":"Hi"}}\n\n')
+    assert watcher.feed(back.feed(delta)) is StreamSignal.CONTENT
+
+
+def test_error_before_content_fails_over_not_commits() -> None:
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    out = stream.feed(b'data: {"error":{"message":"Rate limit","type":"rate_limit_exceeded"}}\n\n')
+    assert CommitWatcher(anthropic_signal).feed(out) is StreamSignal.ERROR
+    assert anthropic_events(out) == [{"type": "error", "error": {
+        "type": "rate_limit_error", "message": "Rate limit"}}]
+
+
+# -- the official SDKs read the translated streams -----------------------------------------------
+
+def _sse_client_transport(body: bytes) -> httpx.MockTransport:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("path", [p for p in O2A_CASES if "error" not in p.name],
+                         ids=lambda p: p.stem)
+def test_anthropic_sdk_accumulates_translated_stream(path: Path) -> None:
+    case = _load(path)
+    raw = _run(case, [case["input"].encode()])
+    expected = validate_anthropic(anthropic_events(raw))
+    client = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9", max_retries=0,
+                                 http_client=httpx.Client(transport=_sse_client_transport(raw)))
+    with client.messages.stream(model="m", max_tokens=10,
+                                messages=[{"role": "user", "content": "x"}]) as stream:
+        message = stream.get_final_message()
+    assert message.stop_reason == expected.stop_reason
+    assert [b.model_dump(exclude_none=True) for b in message.content] == expected.blocks
+    assert message.usage.output_tokens == expected.usage["output_tokens"]
+
+
+def test_anthropic_sdk_raises_on_translated_error() -> None:
+    case = _load(GOLDEN / "o2a_stream_error.json")
+    raw = _run(case, [case["input"].encode()])
+    client = anthropic.Anthropic(api_key="test", base_url="http://127.0.0.1:9", max_retries=0,
+                                 http_client=httpx.Client(transport=_sse_client_transport(raw)))
+    with pytest.raises(anthropic.APIError, match="server had an error"), \
+            client.messages.stream(model="m", max_tokens=10,
+                                   messages=[{"role": "user", "content": "x"}]) as stream:
+        stream.get_final_message()
+
+
+@pytest.mark.parametrize("path", [p for p in A2O_CASES if "error" not in p.name],
+                         ids=lambda p: p.stem)
+def test_openai_sdk_accumulates_translated_stream(path: Path) -> None:
+    case = _load(path)
+    raw = _run(case, [case["input"].encode()])
+    expected = validate_openai(raw)
+    client = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1", max_retries=0,
+                           http_client=httpx.Client(transport=_sse_client_transport(raw)))
+    with client.chat.completions.stream(model="m",
+                                        messages=[{"role": "user", "content": "x"}]) as stream:
+        completion = stream.get_final_completion()
+    choice = completion.choices[0]
+    assert choice.finish_reason == expected.finish_reason
+    assert (choice.message.content or "") == expected.content
+    calls = [(c.id, c.function.name, json.loads(c.function.arguments))
+             for c in choice.message.tool_calls or ()]
+    assert calls == [(c["id"], c["name"], json.loads(c["arguments"]))
+                     for c in expected.tool_calls]
+
+
+def test_openai_sdk_raises_on_translated_error() -> None:
+    case = _load(GOLDEN / "a2o_stream_error.json")
+    raw = _run(case, [case["input"].encode()])
+    client = openai.OpenAI(api_key="test", base_url="http://127.0.0.1:9/v1", max_retries=0,
+                           http_client=httpx.Client(transport=_sse_client_transport(raw)))
+    stream = client.chat.completions.create(model="m", stream=True,
+                                            messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.APIError, match="Overloaded"):
+        for _ in stream:
+            pass
+
+
+# -- generated streams ---------------------------------------------------------------------------
+
+_words = st.text(min_size=1, max_size=12)
+_args = st.dictionaries(st.text(max_size=6), st.integers() | st.text(max_size=8), max_size=3)
+
+
+@st.composite
+def message_parts(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """A reply as runs of text and tool calls: ("text", [pieces]) | ("tool", (id, name, args,
+    fragments))."""
+    parts: list[tuple[str, Any]] = []
+    for position in range(draw(st.integers(0, 4))):
+        if draw(st.booleans()):
+            parts.append(("text", draw(st.lists(_words, min_size=1, max_size=4))))
+        else:
+            encoded = json.dumps(draw(_args))
+            cuts = sorted(draw(st.lists(st.integers(1, max(1, len(encoded) - 1)), max_size=4)))
+            bounds = [0, *cuts, len(encoded)]
+            fragments = [encoded[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+            parts.append(("tool", (f"call_{position}", f"tool_{position}", encoded, fragments)))
+    return parts
+
+
+def _openai_stream(parts: list[tuple[str, Any]], finish: str) -> bytes:
+    out = _chunk({"role": "assistant", "content": ""})
+    tool_index = 0
+    for kind, value in parts:
+        if kind == "text":
+            out += b"".join(_chunk({"content": piece}) for piece in value)
+            continue
+        call_id, name, _, fragments = value
+        out += _chunk({"tool_calls": [{"index": tool_index, "id": call_id, "type": "function",
+                                       "function": {"name": name, "arguments": ""}}]})
+        for fragment in fragments:
+            out += _chunk({"tool_calls": [{"index": tool_index,
+                                           "function": {"arguments": fragment}}]})
+        tool_index += 1
+    out += _chunk({}, finish)
+    usage = {"prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+    payload = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+               "choices": [], "usage": usage}
+    return out + f"data: {json.dumps(payload)}\n\ndata: [DONE]\n\n".encode()
+
+
+def _merged(parts: list[tuple[str, Any]]) -> list[Any]:
+    """What a client should see: adjacent text runs form one block."""
+    merged: list[Any] = []
+    for kind, value in parts:
+        if kind == "text":
+            if merged and merged[-1][0] == "text":
+                merged[-1] = ("text", merged[-1][1] + "".join(value))
+            else:
+                merged.append(("text", "".join(value)))
+        else:
+            merged.append(("tool", value[0], value[1], json.loads(value[2])))
+    return merged
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=message_parts(), finish=st.sampled_from(["stop", "length", "tool_calls"]),
+       cuts=st.lists(st.integers(0, 100_000), max_size=30))
+def test_generated_openai_streams_translate_faithfully(parts: list[tuple[str, Any]],
+                                                       finish: str, cuts: list[int]) -> None:
+    data = _openai_stream(parts, finish)
+    stream = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    out = b"".join(stream.feed(piece) for piece in _split(data, cuts)) + stream.finish()
+    summary = validate_anthropic(anthropic_events(out))
+    seen = [("text", b["text"]) if b["type"] == "text" else ("tool", b["id"], b["name"],
+                                                             b["input"])
+            for b in summary.blocks]
+    assert seen == _merged(parts)
+    has_tools = any(kind == "tool" for kind, _ in parts)
+    expected_stop = "max_tokens" if finish == "length" else "tool_use" if has_tools \
+        else "end_turn"
+    assert summary.stop_reason == expected_stop
+    assert summary.usage["output_tokens"] == 5
+
+
+def _anthropic_stream(parts: list[tuple[str, Any]], stop_reason: str) -> bytes:
+    def event(payload: dict[str, Any]) -> bytes:
+        return f"event: {payload['type']}\ndata: {json.dumps(payload)}\n\n".encode()
+
+    out = event({"type": "message_start", "message": {
+        "id": "msg_1", "type": "message", "role": "assistant", "content": [], "model": "claude",
+        "stop_reason": None, "stop_sequence": None,
+        "usage": {"input_tokens": 9, "output_tokens": 1}}})
+    for index, (kind, value) in enumerate(parts):
+        if kind == "text":
+            out += event({"type": "content_block_start", "index": index,
+                          "content_block": {"type": "text", "text": ""}})
+            out += b"".join(event({"type": "content_block_delta", "index": index,
+                                   "delta": {"type": "text_delta", "text": piece}})
+                            for piece in value)
+        else:
+            call_id, name, _, fragments = value
+            out += event({"type": "content_block_start", "index": index, "content_block": {
+                "type": "tool_use", "id": call_id, "name": name, "input": {}}})
+            out += b"".join(event({"type": "content_block_delta", "index": index,
+                                   "delta": {"type": "input_json_delta", "partial_json": f}})
+                            for f in fragments)
+        out += event({"type": "content_block_stop", "index": index})
+        out += b'event: ping\ndata: {"type": "ping"}\n\n'
+    out += event({"type": "message_delta", "delta": {"stop_reason": stop_reason,
+                                                     "stop_sequence": None},
+                  "usage": {"output_tokens": 6}})
+    return out + event({"type": "message_stop"})
+
+
+@settings(max_examples=80, deadline=None)
+@given(parts=message_parts(), cuts=st.lists(st.integers(0, 100_000), max_size=30),
+       include_usage=st.booleans())
+def test_generated_anthropic_streams_translate_faithfully(parts: list[tuple[str, Any]],
+                                                          cuts: list[int],
+                                                          include_usage: bool) -> None:
+    has_tools = any(kind == "tool" for kind, _ in parts)
+    after_tool = False
+    data = _anthropic_stream(parts, "tool_use" if has_tools else "end_turn")
+    stream = AnthropicToOpenAIStream(tool_names=ToolNameMap(), model="m",
+                                     include_usage=include_usage)
+    out = b"".join(stream.feed(piece) for piece in _split(data, cuts)) + stream.finish()
+    summary = validate_openai(out)
+    calls = [("tool", c["id"], c["name"], json.loads(c["arguments"]))
+             for c in summary.tool_calls]
+    assert calls == [m for m in _merged(parts) if m[0] == "tool"]
+    expected_text = ""
+    for item in _merged(parts):
+        if item[0] == "text":
+            # Text resumed after a tool call starts a new paragraph.
+            expected_text += ("\n\n" if expected_text and after_tool else "") + item[1]
+        after_tool = item[0] == "tool"
+    assert summary.content == expected_text
+    assert summary.finish_reason == ("tool_calls" if has_tools else "stop")
+    assert (summary.usage is not None) == include_usage
+    if summary.usage is not None:
+        assert summary.usage["prompt_tokens"] == 9 and summary.usage["completion_tokens"] == 6
