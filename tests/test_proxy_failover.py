@@ -210,17 +210,16 @@ async def test_openai_chain_fails_over_with_openai_error_format(
     assert resp.json()["error"]["attempts"][-1]["provider"] == "deepseek"
 
 
-async def test_mixed_protocol_member_is_skipped_needing_translation(
-    fakes: Any, proxy_factory: Any
-) -> None:
+async def test_mixed_protocol_chain_fails_over_in_order(fakes: Any, proxy_factory: Any) -> None:
     f = await fakes(("claude", "anthropic"), ("grok", "openai"), ("backup", "anthropic"))
     config = build_config(profile_toml("claude", f["claude"], backups=["grok", "backup"])
                           + profile_toml("grok", f["grok"]) + profile_toml("backup", f["backup"]))
     proxy = await proxy_factory(config, fakes=f)
     f["claude"].set_fault("500")
     resp = await proxy.messages()
-    assert resp.headers["x-claudex-attempts"] == "claude:500,grok:needs_translation,backup:200"
-    assert f["grok"].request_count == 0
+    assert resp.headers["x-claudex-attempts"] == "claude:500,grok:200"
+    assert resp.json()["type"] == "message"  # answered in the client's protocol
+    assert f["backup"].request_count == 0
 
 
 async def test_malformed_and_oversized_requests_get_protocol_errors(

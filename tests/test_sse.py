@@ -76,3 +76,13 @@ def test_tail_scanner_ignores_markers_inside_text() -> None:
                   "delta": {"type": "text_delta", "text": "\nevent: error\nevent: message_stop"}})
     scanner.feed(delta)
     assert not scanner.saw_error and not scanner.saw_end
+
+
+def test_unicode_line_separator_inside_json_does_not_cut_the_event() -> None:
+    w = CommitWatcher(anthropic.signal)
+    text = "a\u2028b"
+    data = {"type": "content_block_delta", "index": 0,
+            "delta": {"type": "text_delta", "text": text}}
+    raw = ("event: content_block_delta\ndata: " + json.dumps(data, ensure_ascii=False)
+           + "\n\n").encode()
+    assert w.feed(raw) is StreamSignal.CONTENT

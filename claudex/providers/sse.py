@@ -9,10 +9,14 @@ chunks is still found.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class StreamSignal(Enum):
@@ -43,7 +47,8 @@ def split_events(buffer: bytearray) -> list[SseEvent]:
         del buffer[:cut]
         name: str | None = None
         data_lines: list[str] = []
-        for line in raw.decode("utf-8", "replace").splitlines():
+        # Only CR, LF and CRLF end SSE lines (str.splitlines would also split at U+2028 etc.).
+        for line in _LINE_BREAK.split(raw.decode("utf-8", "replace")):
             if line.startswith("event:"):
                 name = line[6:].strip()
             elif line.startswith("data:"):

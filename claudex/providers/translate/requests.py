@@ -131,7 +131,7 @@ def anthropic_to_openai_request(
                 out["tool_choice"] = converted
             if parallel is not None:
                 out["parallel_tool_calls"] = parallel
-        elif choice not in ("none", {"type": "none"}):
+        elif choice not in ("none", "auto", {"type": "none"}, {"type": "auto"}):
             drops.add("tool_choice")  # OpenAI refuses a tool_choice without tools
 
     for key, value in body.items():
@@ -208,7 +208,7 @@ def openai_to_anthropic_request(
                                                  body.get("parallel_tool_calls"), names, drops)
         if choice is not None:
             out["tool_choice"] = choice
-    elif body.get("tool_choice") not in (None, "none"):
+    elif body.get("tool_choice") not in (None, "none", "auto"):
         drops.add("tool_choice")  # Anthropic refuses a tool_choice without tools
 
     for key, value in body.items():

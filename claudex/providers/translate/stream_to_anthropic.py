@@ -79,6 +79,7 @@ class OpenAIToAnthropicStream:
 
     @property
     def error(self) -> str | None:
+        """The upstream's error message, once an in-stream error arrived."""
         return self._error
 
     def feed(self, chunk: bytes) -> bytes:
@@ -115,7 +116,7 @@ class OpenAIToAnthropicStream:
             if data:
                 log.debug("ignoring a stream event that is not a JSON object: %.80s", data)
             return b""
-        if event.event == "error" or "error" in payload:
+        if event.event == "error" or payload.get("error"):
             return self._fail(payload)
         out = self._start(payload)
         if isinstance(payload.get("usage"), dict):

@@ -68,6 +68,7 @@ class AnthropicToOpenAIStream:
 
     @property
     def error(self) -> str | None:
+        """The upstream's error message, once an in-stream error arrived."""
         return self._error
 
     def feed(self, chunk: bytes) -> bytes:

@@ -46,7 +46,9 @@ class EventReader:
             if cr < 0 and lf < 0:
                 break
             if cr >= 0 and (lf < 0 or cr < lf):
-                end, after = cr, cr + 2 if cr + 1 < len(buffer) and buffer[cr + 1] == "\n" else cr + 1
+                if cr == len(buffer) - 1:
+                    break  # a CR at the very end may be the first half of CRLF: wait
+                end, after = cr, cr + 2 if buffer[cr + 1] == "\n" else cr + 1
             else:
                 end, after = lf, lf + 1
             event = self._line(buffer[start:end])
