@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench serve clean
+.PHONY: run test lint bench serve clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -12,8 +12,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-run: $(STAMP)  ## start the built-in demo
-	$(BIN)/claudex demo --headless
+run: $(STAMP)  ## start the built-in demo in the console
+	$(BIN)/claudex demo
+
+screenshots: $(STAMP)  ## render screenshots/*.svg and .png from real demo states
+	@command -v rsvg-convert >/dev/null || { apt-get update -qq && apt-get install -y -qq librsvg2-bin; } \
+	  || echo "install librsvg2-bin (rsvg-convert) for the PNGs"
+	$(BIN)/python -m claudex.console.screenshots screenshots
 
 test: $(STAMP)  ## run the whole test suite
 	$(BIN)/pytest -q
@@ -21,6 +26,9 @@ test: $(STAMP)  ## run the whole test suite
 lint: $(STAMP)  ## ruff and mypy (strict)
 	$(BIN)/ruff check claudex tests
 	$(BIN)/mypy
+
+bench: $(STAMP)  ## measure what claudex costs (writes bench/RESULTS.md); ARGS=--quick for <1 min
+	$(BIN)/python -m bench.run $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

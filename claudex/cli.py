@@ -214,18 +214,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    if not args.headless:
-        raise CliError("The console is not built yet; run `claudex demo --headless`.")
-    from claudex.demo.headless import run_headless_demo
+    if args.headless:
+        from claudex.demo.headless import run_headless_demo
 
-    return run_headless_demo(port=args.port)
+        return run_headless_demo(port=args.port)
+    from claudex.console.launch import HostError, run_demo
+
+    try:
+        return run_demo(read_only=args.read_only, port=args.port)
+    except HostError as exc:
+        raise CliError(str(exc)) from None
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    raise CliError(
-        "The operations console is not built yet. Use `claudex serve` for the proxy and "
-        "`claudex status` to watch it, or `claudex demo --headless` to try it."
-    )
+    from claudex.console.launch import HostError, run_console
+
+    config = _load(args)
+    try:
+        return run_console(config, read_only=getattr(args, "read_only", False))
+    except HostError as exc:
+        raise CliError(str(exc)) from None
 
 
 # -- parser --------------------------------------------------------------------------------------
@@ -248,6 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("console", "open the operations console (default)")
+    p.add_argument("--read-only", action="store_true",
+                   help="watch only: no trip, reset, edit, add or delete")
     p.set_defaults(func=cmd_console)
     p = add("serve", "run the proxy headless")
     p.add_argument("--host")
@@ -279,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("demo", "start fake providers and the proxy on a demo config")
     p.add_argument("--headless", action="store_true", help="no console: print how to use it")
     p.add_argument("--port", type=int, default=None, help="proxy port (default 13456 or free)")
+    p.add_argument("--read-only", action="store_true",
+                   help="watch only: no trip, reset, edit, add or delete")
     p.set_defaults(func=cmd_demo)
     return parser
 

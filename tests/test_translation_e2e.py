@@ -101,6 +101,15 @@ async def test_failover_from_anthropic_primary_to_openai_backup(
     ) as stream:
         text = "".join([t async for t in stream.text_stream])
     assert "grok" in text
+    # And a tool call through the same failover, streamed.
+    proxy.engine.reset("claude")
+    async with client.messages.stream(
+        model="claude-sonnet-4-5", max_tokens=128, tools=[WEATHER_TOOL],  # type: ignore[list-item]
+        messages=[{"role": "user", "content": "use tool get_weather"}],
+    ) as tool_stream:
+        final = await tool_stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    assert next(b for b in final.content if b.type == "tool_use").name == "get_weather"
     await client.close()
 
 
