@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
