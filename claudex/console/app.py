@@ -1,0 +1,70 @@
+"""The claudex operations console (Textual): one app, one main screen, reached through an
+`EngineLink` so it does not care whether the engine runs in this process or elsewhere."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import ClassVar
+
+from textual.app import App
+from textual.command import Provider
+from textual.screen import Screen
+
+from claudex.console.colors import tcss_colours
+from claudex.console.commands import ConsoleCommands
+from claudex.console.format import TimeText, local_time_text, safe
+from claudex.console.link import DemoHooks, EngineLink
+from claudex.console.messages import ConfigRejected, ConfigReloaded
+from claudex.console.screens.main import MainScreen
+
+
+class ConsoleApp(App[None]):
+    CSS_PATH = "console.tcss"
+    TITLE = "claudex"
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = (
+        App.COMMANDS | {ConsoleCommands}
+    )
+
+    def __init__(
+        self,
+        link: EngineLink,
+        *,
+        read_only: bool = False,
+        demo: DemoHooks | None = None,
+        time_text: TimeText = local_time_text,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        config_check: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`config_check` re-reads the config file now (the config watcher's `check_now`);
+        without it the console loads the file itself after an edit or a delete."""
+        super().__init__()
+        self.link = link
+        self.read_only = read_only
+        self.main_screen = MainScreen(link, read_only=read_only, demo=demo,
+                                      time_text=time_text, wall=wall, monotonic=monotonic,
+                                      config_check=config_check)
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return tcss_colours()
+
+    def get_default_screen(self) -> Screen[None]:
+        return self.main_screen
+
+    async def action_quit(self) -> None:
+        """ctrl+q asks like `q` does while requests are in flight."""
+        if self.screen is self.main_screen:
+            self.main_screen.action_quit()
+        else:
+            self.exit()
+
+    # The config watcher posts these to the app; the main screen shows them.
+    def on_config_rejected(self, message: ConfigRejected) -> None:
+        problems = "; ".join(message.problems[:3])
+        self.main_screen.show_banner(
+            f"{message.path} has problems; the previous config stays live: {safe(problems, 300)}")
+
+    def on_config_reloaded(self, message: ConfigReloaded) -> None:
+        self.main_screen.show_banner(None)
+        self.main_screen.request_refresh()

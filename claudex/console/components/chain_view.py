@@ -1,0 +1,43 @@
+"""The selected profile's failover chain, each member with its colour and breaker state."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from claudex.console.colors import variable
+from claudex.console.format import duration, state_label
+
+
+def member_text(name: str, profile: Mapping[str, Any] | None) -> str:
+    if profile is None:
+        return f"[dim]{escape(name)} (unknown profile)[/]"
+    health = profile.get("health") or {}
+    breaker = profile.get("breaker") or {}
+    colour = str(health.get("color") or "green")
+    state = str(breaker.get("state") or "closed")
+    words = state_label(state)
+    retry_in = breaker.get("retry_in_s")
+    if state == "open" and isinstance(retry_in, int | float) and retry_in > 0:
+        words += f" {duration(retry_in + 0.999)}"
+    if not profile.get("enabled", True):
+        words = "disabled"
+    elif profile.get("problem"):
+        words = "misconfigured"
+    return f"[{variable(colour)}]●[/] [b]{escape(name)}[/] [dim]{escape(words)}[/]"
+
+
+class ChainView(Static):
+    def show(self, selected: str | None, profiles: Mapping[str, Mapping[str, Any]]) -> None:
+        if selected is None or selected not in profiles:
+            self.update("[dim]no profile selected[/]")
+            return
+        chain = [selected, *profiles[selected].get("backup_providers", [])]
+        members = "  [dim]→[/]  ".join(member_text(n, profiles.get(n)) for n in chain)
+        self.border_title = f"failover chain of {escape(selected)}"
+        if len(chain) == 1:
+            members += "  [dim](no backups: requests fail when it fails)[/]"
+        self.update(members)

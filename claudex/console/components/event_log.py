@@ -1,0 +1,46 @@
+"""The event log: breaker transitions, refreshes, escalation sentences, config reloads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+from claudex.console.format import TimeText, event_colour, local_time_text, safe
+from claudex.engine.events import Event
+
+# Health rounds happen every few seconds and say nothing new; the panels show their results.
+QUIET_KINDS = frozenset({"request", "health"})
+
+
+class EventLog(RichLog):
+    def __init__(self, *, id: str | None = None, time_text: TimeText = local_time_text) -> None:
+        super().__init__(id=id, max_lines=300, wrap=True, markup=False, auto_scroll=True)
+        self.can_focus = False
+        self.time_text = time_text
+        self.palette: Mapping[str, str] = {}
+        self.lines_written = 0
+
+    def add(self, event: Event) -> None:
+        if event.kind in QUIET_KINDS:
+            return
+        colour = event_colour(event)
+        style = self.palette.get(f"claudex-{colour}", "") if colour else ""
+        line = Text.assemble(
+            (self.time_text(event.time), "dim"), " ",
+            (f"{event.kind:<10}", f"bold {style}".strip()), " ",
+            (safe(event.message, 400), style),
+        )
+        self._write(line)
+
+    def _write(self, line: Text) -> None:
+        # Wrap at the log's own width (RichLog would measure against the app console's).
+        width = self.scrollable_content_region.width
+        self.write(line, width=width if width > 0 else None)
+        self.lines_written += 1
+
+    def note(self, message: str, epoch: float) -> None:
+        """A line from the console itself (an operator's action, a rejected config)."""
+        self._write(Text.assemble((self.time_text(epoch), "dim"), " ",
+                                  (f"{'console':<10}", "bold"), " ", safe(message, 400)))

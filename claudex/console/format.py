@@ -1,0 +1,182 @@
+"""Words and numbers for the console, as pure functions of the engine's snapshot and events.
+
+Nothing here touches Textual, so every sentence an operator reads can be unit-tested. Every text
+that came from outside (an upstream's error message) passes through `safe()`, which masks anything
+shaped like a secret before it reaches the screen.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claudex.engine.events import Event
+from claudex.logs import REDACTOR
+
+TimeText = Callable[[float], str]
+
+
+def local_time_text(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(epoch))
+
+
+def safe(text: str | None, limit: int = 200) -> str:
+    """`text` with secrets masked, on one line, at most `limit` characters."""
+    if not text:
+        return ""
+    one_line = " ".join(REDACTOR.redact(text).split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 1] + "…"
+
+
+def duration(seconds: float) -> str:
+    """`42s`, `3m05s`, `2h07m`, `3d04h`: two units at most, never a fraction."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def short_path(path: str | None, home: Path | None = None) -> str:
+    if not path:
+        return "(no config file)"
+    home_text = str(home if home is not None else Path.home())
+    if home_text not in ("", "/") and path.startswith(home_text + "/"):
+        return "~" + path[len(home_text):]
+    return path
+
+
+def protocol_label(provider_type: str) -> str:
+    return "anthropic" if provider_type == "DirectAnthropic" else "openai"
+
+
+def breaker_words(breaker: Mapping[str, Any]) -> str:
+    """The breaker's state as an operator reads it, with the live countdown when open."""
+    state = breaker.get("state", "closed")
+    failures = int(breaker.get("consecutive_failures") or 0)
+    retry_in = breaker.get("retry_in_s")
+    if state == "open":
+        if retry_in is not None and retry_in > 0:
+            return f"open · half-open in {duration(retry_in + 0.999)}"
+        return "open · half-open now"
+    if state == "forced_open":
+        return "tripped by operator · r resets"
+    if state == "half_open":
+        return "half-open · trial pending"
+    if failures:
+        return f"closed · {failures} consecutive failure{'s' if failures != 1 else ''}"
+    return "closed"
+
+
+def state_label(state: str) -> str:
+    return {"closed": "closed", "open": "open", "half_open": "half-open",
+            "forced_open": "tripped"}.get(state, state)
+
+
+def probe_words(health: Mapping[str, Any]) -> str:
+    if health.get("probe_unsupported"):
+        return "probe unsupported"
+    latency = health.get("latency_ms")
+    error = health.get("error")
+    if error and latency is None:
+        return f"probe failed: {safe(error, 60)}"
+    if latency is not None:
+        return f"probe {latency:.0f} ms"
+    if health.get("last_checked") is None:
+        return "probe pending"
+    return "probe —"
+
+
+def counts_words(stats: Mapping[str, Any]) -> str:
+    requests = int(stats.get("requests") or 0)
+    ok = int(stats.get("successes") or 0)
+    failures = int(stats.get("failures") or 0)
+    limited = int(stats.get("rate_limited") or 0)
+    text = f"requests {requests} · ok {ok} · errors {failures}"
+    if limited:
+        text += f" · 429s {limited}"
+    return text
+
+
+def last_error_words(stats: Mapping[str, Any], now_wall: float) -> str:
+    error = stats.get("last_error")
+    if not error:
+        return "no errors"
+    at = stats.get("last_error_at")
+    age = f" {duration(now_wall - at)} ago" if isinstance(at, int | float) else ""
+    return f"last error{age}: {safe(error, 120)}"
+
+
+def colour_counts(profiles: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    counts = {"green": 0, "yellow": 0, "red": 0}
+    for p in profiles:
+        colour = p.get("health", {}).get("color", "green")
+        counts[colour] = counts.get(colour, 0) + 1
+    return counts
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """One line of the request log, built from a `request` event."""
+
+    time: str
+    request: str
+    provider: str
+    trail: str
+    status: int | None
+    latency_ms: float
+    failed_over: bool
+
+    @property
+    def status_text(self) -> str:
+        return "-" if self.status is None else str(self.status)
+
+    @property
+    def latency_text(self) -> str:
+        ms = self.latency_ms
+        if ms >= 1000:
+            return f"{ms / 1000:.2f} s"
+        return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+    def text(self) -> str:
+        """Everything the filter matches against."""
+        return " ".join((self.time, self.request, self.provider, self.trail, self.status_text))
+
+    def matches(self, needle: str) -> bool:
+        return not needle or needle.lower() in self.text().lower()
+
+
+def request_row(event: Event, time_text: TimeText) -> RequestRow:
+    data = event.data
+    protocol = str(data.get("protocol") or "?")
+    model = str(data.get("model") or "-")
+    stream = " stream" if data.get("stream") else ""
+    attempts = data.get("attempts") or []
+    status = data.get("status")
+    return RequestRow(
+        time=time_text(event.time),
+        request=f"{protocol} {model}{stream}",
+        provider=str(data.get("provider") or "none"),
+        trail=safe(str(data.get("trail") or ""), 160).replace(" -> ", " → "),
+        status=status if isinstance(status, int) else None,
+        latency_ms=float(data.get("latency_ms") or 0.0),
+        failed_over=len(attempts) > 1,
+    )
+
+
+def event_colour(event: Event) -> str | None:
+    """Which status colour an event line takes (None: the plain text colour)."""
+    if event.kind == "breaker":
+        new = event.data.get("new")
+        return {"closed": "green", "half_open": "yellow"}.get(str(new), "red")
+    if event.kind in ("escalation",):
+        return "red"
+    if event.kind in ("cooldown",):
+        return "yellow"
+    return None

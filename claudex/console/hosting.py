@@ -1,0 +1,99 @@
+"""Hosting the engine and the proxy inside the console's event loop.
+
+The console owns the process: it starts the engine (and its health worker) and serves the proxy
+with uvicorn on the config's host and port in the same loop as the Textual app, so the proxy keeps
+serving while the console is open and stops when it closes. `host_demo` does the same on the demo
+world (three fake providers) and adds the traffic generator.
+
+Failures a user can cause (port taken, a non-loopback bind without a token) raise `HostError` with
+a sentence to show; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from claudex.config.loader import load_config
+from claudex.config.model import Config
+from claudex.demo.controls import DemoControls
+from claudex.demo.traffic import TrafficGenerator
+from claudex.demo.world import DemoWorld, start_demo_world
+from claudex.engine.engine import Engine
+from claudex.server.app import create_app
+from claudex.server.run import RunningServer, start_in_background
+from claudex.server.security import is_loopback_host
+from claudex.server.serve import ServeError, register_secrets, resolve_token
+
+
+class HostError(Exception):
+    """The console cannot start; the message says why and what to do."""
+
+
+@dataclass
+class Hosted:
+    engine: Engine
+    server: RunningServer
+    world: DemoWorld | None = None
+    traffic: TrafficGenerator | None = None
+    controls: DemoControls | None = None
+
+    async def close(self) -> None:
+        if self.traffic is not None:
+            await self.traffic.close()
+        await self.server.stop()  # stops accepting; in-flight requests get the graceful window
+        await self.engine.close()
+        if self.world is not None:
+            await self.world.close()
+
+
+async def host_config(config: Config, *, health: bool = True,
+                      **engine_kw: Any) -> Hosted:
+    """Start an engine on `config` and serve the proxy on its `[proxy]` host and port."""
+    host, port = config.proxy.host, config.proxy.port
+    if not is_loopback_host(host) and not config.proxy.auth_token_env:
+        raise HostError(f"Refusing to listen on {host}: a non-loopback address needs "
+                        "proxy.auth_token_env so clients must present a token.")
+    try:
+        token = resolve_token(config)
+    except ServeError as exc:
+        raise HostError(str(exc)) from None
+    register_secrets(config)
+    path = config.path
+    reload: Callable[[], Config] | None = None
+    if path is not None:
+        def reload() -> Config:
+            fresh = load_config(path)
+            register_secrets(fresh)
+            return fresh
+
+    engine = Engine(config, **engine_kw)
+    app = create_app(engine, load_config=reload, token=token, manage_engine=False)
+    try:
+        server = await start_in_background(app, host, port)
+    except OSError as exc:
+        await engine.close()
+        where = f" in {path}" if path else ""
+        raise HostError(
+            f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Another claudex (or another "
+            f"program) may be using it; stop that, or change [proxy] port{where}."
+        ) from None
+    await engine.start(health=health)
+    return Hosted(engine, server)
+
+
+async def host_demo(port: int | None = None, *, health: bool = True, traffic_rate: float = 3.0,
+                    **engine_kw: Any) -> Hosted:
+    """The demo world (fake providers, generated config in a temp folder) with the proxy."""
+    world = await start_demo_world(port)
+    try:
+        hosted = await host_config(world.config, health=health, **engine_kw)
+    except BaseException:
+        await world.close()
+        raise
+    traffic = TrafficGenerator(hosted.server.url, rate_per_s=traffic_rate)
+    hosted.world = world
+    hosted.traffic = traffic
+    hosted.controls = DemoControls(world.fakes, traffic)
+    return hosted

@@ -1,0 +1,114 @@
+"""The one interface between the console and an engine.
+
+Every screen reaches the engine through `EngineLink` only, so a console attached to a remote engine
+(over the admin API: `GET /_claudex/status`, `GET /_claudex/events`, `POST .../trip`) can later
+reuse the same screens by providing another implementation. `LocalLink` wraps an in-process
+`Engine`.
+
+Rules for implementations: `snapshot()` and `in_flight` are instant (no I/O), because the console
+calls them on its UI loop up to ten times a second; everything that may wait is `async`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+from claudex.config.model import Config
+from claudex.engine.engine import Engine
+from claudex.engine.events import Event
+
+
+class EngineLink(Protocol):
+    def snapshot(self) -> dict[str, Any]:
+        """The engine's state, shaped like `GET /_claudex/status` (holds no secret)."""
+        ...
+
+    def subscribe(self) -> AbstractContextManager[asyncio.Queue[Event]]:
+        """A queue of every event published while the context is open."""
+        ...
+
+    def recent_events(self) -> list[Event]:
+        """The last non-request events, oldest first (fills the event log on start)."""
+        ...
+
+    @property
+    def in_flight(self) -> int:
+        """Requests the proxy is serving right now."""
+        ...
+
+    async def trip(self, name: str) -> bool:
+        """Force `name`'s breaker open; False when there is no such profile."""
+        ...
+
+    async def reset(self, name: str) -> bool:
+        """Close `name`'s breaker and clear it; False when there is no such profile."""
+        ...
+
+    async def apply_config(self, config: Config) -> None:
+        """Swap in a new config, keeping the state of unchanged profiles."""
+        ...
+
+    async def check_health_now(self) -> None:
+        """Probe every enabled profile once, now."""
+        ...
+
+
+class LocalLink:
+    """`EngineLink` for an engine running in this process (and this event loop)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.engine.snapshot()
+
+    def subscribe(self) -> AbstractContextManager[asyncio.Queue[Event]]:
+        return self.engine.events.subscribe()
+
+    def recent_events(self) -> list[Event]:
+        return list(self.engine.events.recent)
+
+    @property
+    def in_flight(self) -> int:
+        return self.engine.totals.in_flight
+
+    async def trip(self, name: str) -> bool:
+        return self.engine.trip(name)
+
+    async def reset(self, name: str) -> bool:
+        return self.engine.reset(name)
+
+    async def apply_config(self, config: Config) -> None:
+        self.engine.apply_config(config)
+
+    async def check_health_now(self) -> None:
+        await self.engine.check_health_now()
+
+
+class DemoHooks(Protocol):
+    """What the console needs from the demo world: fault injection and the traffic switch.
+
+    Present only in `claudex demo`; the demo keys are hidden otherwise.
+    """
+
+    def has_fake(self, name: str) -> bool:
+        """Whether `name` is one of the demo's fake providers."""
+        ...
+
+    def inject(self, name: str, mode: str) -> str:
+        """Make fake provider `name` misbehave as `mode`; returns a sentence for the operator."""
+        ...
+
+    def fault_of(self, name: str) -> str | None:
+        """The fault mode currently set on `name`, or None when it is not a fake."""
+        ...
+
+    def toggle_traffic(self) -> bool:
+        """Start or stop the traffic generator; returns whether it now runs."""
+        ...
+
+    def traffic_text(self) -> str:
+        """A few words on the traffic generator for the header (`traffic 3/s`, `traffic off`)."""
+        ...

@@ -1,0 +1,337 @@
+"""What the operator can do from the main screen: trip, reset, health-check, edit, add, delete,
+quit, and in the demo inject faults and switch the traffic on and off.
+
+Modifying actions (trip, reset, edit, add, delete) are off in read-only mode: `check_action`
+shows them disabled in the footer, and each action checks again (the command palette and
+`run_action` reach them too). Anything that waits — a health round, file I/O — runs in a worker
+with a `group` and `exit_on_error=False`, and reports failure as a notification, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Awaitable, Callable
+from functools import partial
+from pathlib import Path
+from typing import Any, Final
+
+from textual.actions import parse as parse_action
+from textual.binding import Binding
+from textual.screen import Screen
+
+from claudex.config.loader import load_config
+from claudex.config.model import ConfigError
+from claudex.console.format import safe
+from claudex.console.link import DemoHooks, EngineLink
+from claudex.console.screens.confirm import ConfirmScreen
+from claudex.console.screens.help import HelpLine, HelpScreen
+
+MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete"})
+DEMO_ONLY: Final = frozenset({"traffic", "fault"})
+
+ACTION_TEXT: Final[dict[str, str]] = {
+    "trip": "trip the selected provider's breaker: force it open until reset",
+    "reset": "reset the selected provider's breaker: close it and clear its counters",
+    "health": "health-check every provider now",
+    "edit": "edit the selected profile",
+    "add": "add a profile",
+    "delete": "delete the selected profile from the config file",
+    "filter": "filter the request log (enter keeps it, escape clears it)",
+    "help": "show this help",
+    "quit": "quit (asks first while requests are in flight)",
+    "select": "select the previous / next profile (or click its panel)",
+    "clear_filter": "clear the request filter",
+    "traffic": "start or stop the demo traffic (a few requests a second)",
+}
+FAULT_TEXT: Final[dict[str, str]] = {
+    "down": "down: connections refused",
+    "500": "answer 500 server errors",
+    "429": "rate-limit (429, retry after 5 s)",
+    "slow": "answer slowly (2.5 s)",
+    "401": "reject the API key (401)",
+    "ok": "back to normal",
+}
+
+EditorFactory = Callable[[Path, "str | None"], Screen[bool]]
+
+
+class ActionsMixin(Screen[None]):
+    """The actions half of `MainScreen`; the attributes below are set by `MainScreen`."""
+
+    link: EngineLink
+    read_only: bool
+    demo: DemoHooks | None
+    selected: str | None
+    snapshot_data: dict[str, Any]
+    config_check: Callable[[], Awaitable[None]] | None
+
+    def request_refresh(self) -> None:
+        raise NotImplementedError
+
+    def note(self, message: str) -> None:
+        raise NotImplementedError
+
+    def show_banner(self, text: str | None) -> None:
+        raise NotImplementedError
+
+    # -- guards --------------------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in DEMO_ONLY and self.demo is None:
+            return False  # hidden: not a demo
+        if action in MODIFYING and self.read_only:
+            return None  # shown disabled
+        return True
+
+    def _refused(self, verb: str) -> bool:
+        if self.read_only and verb in MODIFYING:
+            self.notify(f"Read-only console: {verb} is off.", severity="warning")
+            return True
+        return False
+
+    def _target(self, verb: str) -> str | None:
+        if self._refused(verb):
+            return None
+        if self.selected is None:
+            self.notify("No profile is selected.", severity="warning")
+        return self.selected
+
+    def _profiles(self) -> list[dict[str, Any]]:
+        return list(self.snapshot_data.get("profiles") or [])
+
+    def _breaker_state(self, name: str) -> str:
+        for p in self._profiles():
+            if p.get("name") == name:
+                return str((p.get("breaker") or {}).get("state") or "closed")
+        return "closed"
+
+    def _config_path(self) -> Path | None:
+        path = self.snapshot_data.get("config_path")
+        if not path:
+            self.notify("This engine was not started from a config file.", severity="warning")
+            return None
+        return Path(path)
+
+    # -- breaker -------------------------------------------------------------------------------
+
+    def action_trip(self) -> None:
+        name = self._target("trip")
+        if name is None:
+            return
+        if self._breaker_state(name) == "forced_open":
+            self.notify(f"{name} is already tripped; r resets it.")
+            return
+        self.app.push_screen(
+            ConfirmScreen(f"Trip {name}?",
+                          f"Force {name}'s breaker open: requests skip it and fail over along "
+                          "their chain until you reset it (r).", "Trip", danger=True),
+            callback=partial(self._trip_confirmed, name))
+
+    async def _trip_confirmed(self, name: str, confirmed: bool | None) -> None:
+        if not confirmed:
+            return
+        if await self.link.trip(name):
+            self.note(f"operator tripped {name}")
+            self.notify(f"{name}: breaker tripped")
+        else:
+            self.notify(f"No profile named {name} any more.", severity="warning")
+        self.request_refresh()
+
+    def action_reset(self) -> None:
+        name = self._target("reset")
+        if name is None:
+            return
+        self.app.push_screen(
+            ConfirmScreen(f"Reset {name}?",
+                          f"Close {name}'s breaker and clear its failure count, recovery time "
+                          "and rate-limit cooldown: requests go to it again at once.", "Reset"),
+            callback=partial(self._reset_confirmed, name))
+
+    async def _reset_confirmed(self, name: str, confirmed: bool | None) -> None:
+        if not confirmed:
+            return
+        if await self.link.reset(name):
+            self.note(f"operator reset {name}")
+            self.notify(f"{name}: breaker reset")
+        else:
+            self.notify(f"No profile named {name} any more.", severity="warning")
+        self.request_refresh()
+
+    def action_health(self) -> None:
+        self.run_worker(self._health_now(), group="health", exclusive=True,
+                        exit_on_error=False, name="health check")
+
+    async def _health_now(self) -> None:
+        self.notify("Probing every enabled provider…", timeout=2)
+        try:
+            await self.link.check_health_now()
+        except Exception as exc:  # a failed round is news, not a crash
+            self.notify(f"Health check failed: {safe(str(exc))}", severity="error")
+        self.request_refresh()
+
+    # -- profiles ------------------------------------------------------------------------------
+
+    def action_edit(self) -> None:
+        name = self._target("edit")
+        if name is not None:
+            self._open_editor(name)
+
+    def action_add(self) -> None:
+        if not self._refused("add"):
+            self._open_editor(None)
+
+    def _open_editor(self, name: str | None) -> None:
+        path = self._config_path()
+        if path is None:
+            return
+        try:
+            # Imported lazily: the editor is optional and heavier than the dashboard.
+            module = importlib.import_module("claudex.console.editor")
+            factory: EditorFactory = module.ProfileEditorScreen
+        except (ImportError, AttributeError):
+            self.notify("The profile editor is not available in this build.", severity="warning")
+            return
+        self.app.push_screen(factory(path, name), callback=self._edited)
+
+    def _edited(self, saved: bool | None) -> None:
+        if saved:
+            self.run_worker(self.reload_config(), group="config-io", exit_on_error=False,
+                            name="reload config")
+
+    async def reload_config(self) -> bool:
+        """Re-read the config file and apply it; a bad file leaves the live config in place.
+
+        With a config watcher, it does the reading (and knows not to apply the same file
+        twice); without one, the file is loaded here."""
+        if self.config_check is not None:
+            await self.config_check()
+            self.request_refresh()
+            return True
+        path = self._config_path()
+        if path is None:
+            return False
+        try:
+            config = await asyncio.to_thread(load_config, path)
+        except ConfigError as exc:
+            problems = "; ".join(str(i) for i in exc.issues[:3])
+            self.show_banner(f"{path} has problems; the previous config stays live: "
+                             f"{safe(problems, 300)}")
+            return False
+        except OSError as exc:
+            self.notify(f"Could not read {path}: {exc.strerror}", severity="error")
+            return False
+        from claudex.server.serve import register_secrets
+
+        register_secrets(config)
+        await self.link.apply_config(config)
+        self.show_banner(None)
+        self.request_refresh()
+        return True
+
+    def action_delete(self) -> None:
+        name = self._target("delete")
+        if name is None:
+            return
+        path = self._config_path()
+        if path is None:
+            return
+        users = [str(p.get("name")) for p in self._profiles()
+                 if name in (p.get("backup_providers") or [])]
+        also = (f" It is also taken out of the backup chain of {', '.join(users)}."
+                if users else "")
+        self.app.push_screen(
+            ConfirmScreen(f"Delete profile {name}?",
+                          f"Remove the profile {name} from {path}.{also} Comments and the "
+                          "other profiles stay as they are.", "Delete", danger=True),
+            callback=partial(self._delete_confirmed, name, path))
+
+    def _delete_confirmed(self, name: str, path: Path, confirmed: bool | None) -> None:
+        if confirmed:
+            self.run_worker(self._delete(name, path), group="config-io", exit_on_error=False,
+                            name="delete profile")
+
+    async def _delete(self, name: str, path: Path) -> None:
+        try:
+            module = importlib.import_module("claudex.config.editing")
+            delete_profile: Callable[[Path, str], object] = module.delete_profile
+        except (ImportError, AttributeError):
+            self.notify("Deleting profiles is not available in this build.", severity="warning")
+            return
+        try:
+            await asyncio.to_thread(delete_profile, path, name)
+        except Exception as exc:  # its message is the operator's to read
+            self.notify(f"Could not delete {name}: {safe(str(exc))}", severity="error")
+            return
+        self.note(f"operator deleted profile {name}")
+        if await self.reload_config():
+            self.notify(f"Deleted {name}.")
+
+    # -- quit, help ----------------------------------------------------------------------------
+
+    def action_quit(self) -> None:
+        in_flight = self.link.in_flight
+        if not in_flight:
+            self.app.exit()
+            return
+        self.app.push_screen(
+            ConfirmScreen("Quit claudex?",
+                          f"{in_flight} request{'s are' if in_flight != 1 else ' is'} in flight. "
+                          "Quitting stops the proxy; they get a few seconds to finish.",
+                          "Quit", danger=True),
+            callback=self._quit_confirmed)
+
+    def _quit_confirmed(self, confirmed: bool | None) -> None:
+        if confirmed:
+            self.app.exit()
+
+    def action_help(self) -> None:
+        self.app.push_screen(HelpScreen(self.help_lines(), self.demo_help_lines(),
+                                        self.read_only))
+
+    def help_lines(self) -> list[HelpLine]:
+        lines: list[HelpLine] = []
+        for binding in self._own_bindings():
+            _, name, _ = parse_action(binding.action)
+            if name in DEMO_ONLY or name in ("select", "command_palette"):
+                continue
+            keys = binding.key_display or binding.key.replace(",", " ")
+            note = "off: read-only" if self.read_only and name in MODIFYING else ""
+            lines.append(HelpLine(keys, ACTION_TEXT.get(name, binding.description), note))
+        lines.append(HelpLine("← → j k", ACTION_TEXT["select"]))
+        lines.append(HelpLine(": ctrl+p", "command palette: every action, and select a profile"))
+        return lines
+
+    def demo_help_lines(self) -> list[HelpLine]:
+        if self.demo is None:
+            return []
+        lines = [HelpLine("g", ACTION_TEXT["traffic"])]
+        for binding in self._own_bindings():
+            _, name, params = parse_action(binding.action)
+            if name == "fault" and params:
+                lines.append(HelpLine(binding.key, FAULT_TEXT.get(str(params[0]), "")))
+        return lines
+
+    def _own_bindings(self) -> list[Binding]:
+        return [b for b in self.BINDINGS if isinstance(b, Binding)]
+
+    # -- demo ----------------------------------------------------------------------------------
+
+    def action_traffic(self) -> None:
+        if self.demo is None:
+            return
+        running = self.demo.toggle_traffic()
+        self.notify("Demo traffic on." if running else "Demo traffic off.")
+        self.request_refresh()
+
+    def action_fault(self, mode: str) -> None:
+        if self.demo is None or self.selected is None:
+            return
+        if not self.demo.has_fake(self.selected):
+            self.notify(f"{self.selected} is not one of the demo's fake providers.",
+                        severity="warning")
+            return
+        sentence = self.demo.inject(self.selected, mode)
+        self.note(sentence)
+        self.notify(sentence)
+        self.request_refresh()

@@ -1,0 +1,320 @@
+"""The main screen: header, one panel per profile, the selected profile's chain, the request log
+and the event log — fed by a coalesced refresh.
+
+How updates flow: a worker (`engine-events` group) drains the engine's event queue into an inbox
+and posts `EngineActivity`, which coalesces while pending. Each activity schedules one refresh no
+sooner than `MIN_REFRESH_S` after the previous one, and a one-second tick keeps countdowns and
+uptime moving. A refresh pulls `link.snapshot()` once and updates every widget from it, so the
+screen redraws at most ~10 times a second whatever the request rate.
+
+The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py); this module is the view.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, ClassVar, Final
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.css.query import NoMatches
+from textual.widgets import Footer, Input, Static
+
+from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
+from claudex.console.components.request_log import MAX_ROWS
+from claudex.console.format import TimeText, local_time_text, request_row, safe
+from claudex.console.link import DemoHooks, EngineLink
+from claudex.console.messages import EngineActivity, ProfileSelected
+from claudex.console.screens.actions import ActionsMixin
+from claudex.engine.events import Event
+
+log = logging.getLogger("claudex.console")
+
+MIN_REFRESH_S: Final = 0.1   # at most ~10 refreshes a second
+TICK_S: Final = 1.0          # countdowns, uptime and req/s move even when nothing happens
+HISTORY: Final = 40          # latencies kept per provider for its sparkline
+INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI drops the oldest)
+
+FAULTS = Binding.Group("fault", compact=False)
+
+
+class MainScreen(ActionsMixin):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("t", "trip", "trip", id="claudex.trip"),
+        Binding("r", "reset", "reset", id="claudex.reset"),
+        Binding("h", "health", "health check", id="claudex.health"),
+        Binding("e", "edit", "edit", id="claudex.edit"),
+        Binding("a", "add", "add", id="claudex.add"),
+        Binding("d", "delete", "delete", id="claudex.delete"),
+        Binding("slash", "filter", "filter", key_display="/", id="claudex.filter"),
+        Binding("question_mark", "help", "help", key_display="?", id="claudex.help"),
+        Binding("q", "quit", "quit", id="claudex.quit"),
+        Binding("left,up,k", "select(-1)", "previous profile", show=False,
+                id="claudex.previous"),
+        Binding("right,down,j", "select(1)", "next profile", show=False, id="claudex.next"),
+        Binding("escape", "clear_filter", "clear filter", show=False, id="claudex.clear_filter"),
+        Binding("colon", "app.command_palette", "commands", show=False, key_display=":",
+                id="claudex.commands"),
+        Binding("g", "traffic", "traffic", id="claudex.demo.traffic"),
+        Binding("1", "fault('down')", "down", id="claudex.demo.down", group=FAULTS),
+        Binding("2", "fault('500')", "500", id="claudex.demo.500", group=FAULTS),
+        Binding("3", "fault('429')", "429", id="claudex.demo.429", group=FAULTS),
+        Binding("4", "fault('slow')", "slow", id="claudex.demo.slow", group=FAULTS),
+        Binding("5", "fault('401')", "401", id="claudex.demo.401", group=FAULTS),
+        Binding("0", "fault('ok')", "ok", id="claudex.demo.ok", group=FAULTS),
+    ]
+
+    def __init__(
+        self,
+        link: EngineLink,
+        *,
+        read_only: bool = False,
+        demo: DemoHooks | None = None,
+        time_text: TimeText = local_time_text,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        config_check: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(id="main")
+        self.link = link
+        self.config_check = config_check
+        self.read_only = read_only
+        self.demo = demo
+        self.time_text = time_text
+        self.wall = wall
+        self.monotonic = monotonic
+        self.selected: str | None = None
+        self.snapshot_data: dict[str, Any] = {}
+        self.refresh_count = 0
+        self._inbox: deque[Event] = deque(maxlen=INBOX_MAX)
+        self._history: dict[str, deque[float]] = {}
+        self._probe_seen: dict[str, float | None] = {}
+        self._panel_names: list[str] = []
+        self._last_refresh = -1e9
+        self._refresh_pending = False
+        self._refreshing = False
+        self._refresh_failed = False
+
+    # -- layout --------------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(read_only=self.read_only, id="header")
+        yield Static("", id="banner")
+        yield VerticalScroll(id="panels")
+        yield ChainView("", id="chain")
+        with Vertical(id="requests-box"):
+            yield Input(placeholder="filter requests: provider, model, status, trail…",
+                        id="filter")
+            yield RequestLog(id="requests")
+        yield EventLog(id="events", time_text=self.time_text)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#requests-box").border_title = "requests"
+        self.query_one("#events").border_title = "events"
+        self.query_one(EventLog).palette = self.app.theme_variables
+        self.query_one(RequestLog).palette = self.app.theme_variables
+        # After the first layout, so the event log wraps lines at its real width.
+        self.call_after_refresh(self._first_events)
+        self.run_worker(self._pump_events(), group="engine-events", exit_on_error=False,
+                        name="engine event pump")
+        self.set_interval(TICK_S, self.request_refresh, name="console tick")
+        self.request_refresh()
+
+    def _first_events(self) -> None:
+        events = self.query_one(EventLog)
+        for event in self.link.recent_events():
+            events.add(event)
+        snapshot = self.link.snapshot()
+        mode = " (read-only)" if self.read_only else ""
+        events.note(f"console started{mode}: proxy on {snapshot.get('listen')}, "
+                    f"{len(snapshot.get('profiles') or [])} profiles", self.wall())
+
+    # -- the coalesced refresh -----------------------------------------------------------------
+
+    async def _pump_events(self) -> None:
+        with self.link.subscribe() as queue:
+            while True:
+                self._inbox.append(await queue.get())
+                while not queue.empty():
+                    self._inbox.append(queue.get_nowait())
+                self.post_message(EngineActivity())
+
+    def on_engine_activity(self, message: EngineActivity) -> None:
+        self.request_refresh()
+
+    def request_refresh(self) -> None:
+        """Refresh soon: at once if the last refresh was long enough ago, else when it is."""
+        if self._refresh_pending:
+            return
+        self._refresh_pending = True
+        wait = self._last_refresh + MIN_REFRESH_S - self.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._scheduled_refresh, name="console refresh")
+        else:  # (a zero-interval Timer divides by its interval)
+            self.call_later(self._scheduled_refresh)
+
+    async def _scheduled_refresh(self) -> None:
+        self._refresh_pending = False
+        await self.refresh_now()
+
+    async def refresh_now(self) -> None:
+        """Pull one snapshot and update every widget from it (and the logs from the inbox)."""
+        if self._refreshing:
+            return
+        self._refreshing = True
+        try:
+            await self._refresh()
+            if self._refresh_failed:
+                self._refresh_failed = False
+                self.show_banner(None)
+        except Exception as exc:  # a surprise in one refresh must not take the console down
+            log.exception("console refresh failed")
+            self._refresh_failed = True
+            self.show_banner(f"The console could not refresh: {safe(str(exc), 200)} "
+                             f"(details in the log file)")
+        finally:
+            self._refreshing = False
+            self._last_refresh = self.monotonic()
+            self.refresh_count += 1
+
+    async def _refresh(self) -> None:
+        snapshot = self.link.snapshot()
+        self.snapshot_data = snapshot
+        profiles: dict[str, dict[str, Any]] = {p["name"]: p for p in snapshot.get("profiles", [])}
+        await self._sync_panels(list(profiles))
+        if self.selected not in profiles:
+            default = snapshot.get("default_profile")
+            self.selected = default if default in profiles else next(iter(profiles), None)
+        self._drain_inbox()
+        self._note_probes(profiles)
+        now_wall = self.wall()
+        default = snapshot.get("default_profile")
+        for panel in self.query(ProviderPanel):
+            profile = profiles.get(panel.profile_name)
+            if profile is None:
+                continue
+            fault = self.demo.fault_of(panel.profile_name) if self.demo else None
+            panel.show(profile, self._history.get(panel.profile_name, ()), now_wall,
+                       selected=panel.profile_name == self.selected,
+                       is_default=panel.profile_name == default,
+                       fault=None if fault in (None, "ok") else fault)
+        self.query_one(ChainView).show(self.selected, profiles)
+        header = self.query_one(HeaderBar)
+        header.extra = self.demo.traffic_text() if self.demo else ""
+        header.show(snapshot)
+
+    async def _sync_panels(self, names: list[str]) -> None:
+        if names == self._panel_names:
+            return
+        container = self.query_one("#panels")
+        await container.remove_children()
+        await container.mount_all([ProviderPanel(name) for name in names])
+        self._panel_names = names
+        for gone in set(self._history) - set(names):
+            del self._history[gone]
+
+    def _history_of(self, name: str) -> deque[float]:
+        return self._history.setdefault(name, deque(maxlen=HISTORY))
+
+    def _drain_inbox(self) -> None:
+        events = list(self._inbox)
+        self._inbox.clear()
+        event_log = self.query_one(EventLog)
+        rows = []
+        for event in events:
+            if event.kind != "request":
+                event_log.add(event)
+                continue
+            row = request_row(event, self.time_text)
+            rows.append(row)
+            # A request served at once says how fast its provider answers; one that failed
+            # over spent part of its time elsewhere, so it is not a sample of anyone.
+            if not row.failed_over and row.status is not None and row.status < 400:
+                self._history_of(row.provider).append(row.latency_ms)
+        if rows:
+            # Only the newest rows can stay in the log; skip building table rows for the rest.
+            self.query_one(RequestLog).add_rows_from(rows[-MAX_ROWS:])
+
+    def _note_probes(self, profiles: Mapping[str, Mapping[str, Any]]) -> None:
+        for name, profile in profiles.items():
+            health = profile.get("health") or {}
+            checked = health.get("last_checked")
+            if checked == self._probe_seen.get(name):
+                continue
+            self._probe_seen[name] = checked
+            latency = health.get("latency_ms")
+            if checked is not None and isinstance(latency, int | float):
+                self._history_of(name).append(float(latency))
+
+    # -- selection, filter, banner -------------------------------------------------------------
+
+    @property
+    def profile_names(self) -> list[str]:
+        return list(self._panel_names)
+
+    def select(self, name: str) -> None:
+        if name in self._panel_names and name != self.selected:
+            self.selected = name
+            self.request_refresh()
+
+    def action_select(self, step: int) -> None:
+        names = self._panel_names
+        if not names:
+            return
+        index = names.index(self.selected) if self.selected in names else 0
+        self.select(names[(index + step) % len(names)])
+        panel = self._panel(self.selected)
+        if panel is not None:
+            panel.scroll_visible(animate=False)
+
+    def _panel(self, name: str | None) -> ProviderPanel | None:
+        for panel in self.query(ProviderPanel):
+            if panel.profile_name == name:
+                return panel
+        return None
+
+    def on_profile_selected(self, message: ProfileSelected) -> None:
+        self.select(message.name)
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def action_clear_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        self.set_focus(None)
+        self.query_one(RequestLog).set_filter("")
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.query_one(RequestLog).set_filter(event.value)
+            self.query_one("#requests-box").border_title = (
+                f"requests · filter: {safe(event.value, 40)}" if event.value.strip()
+                else "requests")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            if not event.value.strip():
+                event.input.display = False
+            self.set_focus(None)
+
+    def show_banner(self, text: str | None) -> None:
+        """A config problem stays on screen until the config is good again (None clears it)."""
+        banner = self.query_one("#banner", Static)
+        banner.update(text or "")
+        banner.set_class(bool(text), "-visible")
+
+    def note(self, message: str) -> None:
+        """An operator's action, in the event log."""
+        try:
+            self.query_one(EventLog).note(message, self.wall())
+        except NoMatches:  # pragma: no cover - the screen is being torn down
+            pass

@@ -1,0 +1,167 @@
+"""`make screenshots`: drive the demo console through real states and save SVG and PNG pictures.
+
+    python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/)
+
+States: all healthy; the primary down with failover in the request log; its breaker half-open;
+the profile editor (skipped while `claudex/console/editor.py` does not exist); help. The demo
+world, the engine and the proxy are the real ones; traffic is sent request by request and the
+engine's clock is moved by hand (no waiting for the 15 s recovery), so every run shows the same
+thing. PNGs come from `rsvg-convert` (Debian: librsvg2-bin).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from textual.pilot import Pilot
+
+from claudex.console.app import ConsoleApp
+from claudex.console.hosting import Hosted, host_demo
+from claudex.console.link import LocalLink
+from claudex.demo.traffic import RequestKind
+
+SIZE: Final = (140, 44)
+MIX: Final[tuple[RequestKind, ...]] = (
+    "messages", "messages", "messages_stream", "chat", "messages", "messages_stream",
+    "messages", "chat", "messages", "messages",
+)
+
+
+class MovableClock:
+    """Monotonic time that can be pushed forward, so a breaker's recovery can pass at once."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.offset
+
+    def advance(self, seconds: float) -> None:
+        self.offset += seconds
+
+
+def svg_for_rsvg(svg: str) -> str:
+    """Rich's SVG starts text runs with non-breaking spaces that rsvg drops unless told to keep
+    whitespace; browsers do not mind the attribute."""
+    if 'xml:space="preserve"' in svg:
+        return svg
+    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
+
+
+class Shooter:
+    def __init__(self, app: ConsoleApp, pilot: Pilot[None]) -> None:
+        self.app = app
+        self.pilot = pilot
+        self.pictures: dict[str, str] = {}  # name -> SVG text
+
+    async def settle(self) -> None:
+        # Twice: a refresh can itself cause events (a breaker turning half-open as the snapshot
+        # reads the clock), which the second one shows.
+        for _ in range(2):
+            await self.pilot.pause()
+            await self.app.main_screen.refresh_now()
+        await self.pilot.pause()
+        await self.pilot.wait_for_scheduled_animations()
+
+    async def shoot(self, name: str) -> None:
+        await self.settle()
+        self.pictures[name] = svg_for_rsvg(self.app.export_screenshot(title=f"claudex — {name}"))
+
+
+async def _traffic(hosted: Hosted, kinds: tuple[RequestKind, ...]) -> None:
+    assert hosted.traffic is not None
+    for kind in kinds:
+        await hosted.traffic.send_one(kind)
+
+
+async def _scenes(hosted: Hosted, shot: Shooter, clock: MovableClock) -> None:
+    assert hosted.controls is not None
+    pilot = shot.pilot
+    await hosted.engine.check_health_now()
+    await _traffic(hosted, MIX)
+    await shot.shoot("healthy")
+
+    shot.app.main_screen.note(hosted.controls.inject("claude", "down"))
+    await _traffic(hosted, MIX)
+    await hosted.engine.check_health_now()
+    await shot.shoot("failover")
+
+    shot.app.main_screen.note(hosted.controls.inject("claude", "ok"))
+    recovery = hosted.engine.runtimes["claude"].breaker.snapshot().retry_in_s or 0.0
+    clock.advance(recovery + 0.5)
+    await shot.shoot("half-open")
+
+    if importlib.util.find_spec("claudex.console.editor") is not None:
+        await pilot.press("e")
+        await shot.settle()
+        await pilot.pause(0.2)
+        await shot.shoot("editor")
+        await pilot.press("escape")
+        await pilot.pause()
+    else:
+        print("skipped editor: claudex/console/editor.py does not exist yet")
+
+    await pilot.press("question_mark")
+    await shot.shoot("help")
+    await pilot.press("escape")
+
+
+async def take_screenshots() -> dict[str, str]:
+    """Each state's name and its SVG."""
+    clock = MovableClock()
+    hosted = await host_demo(None, health=False, clock=clock)
+    try:
+        app = ConsoleApp(LocalLink(hosted.engine), demo=hosted.controls)
+        async with app.run_test(size=SIZE) as pilot:
+            shot = Shooter(app, pilot)
+            await _scenes(hosted, shot, clock)
+            return shot.pictures
+    finally:
+        await hosted.close()
+
+
+def to_png(svgs: list[Path], run: Callable[..., object] = subprocess.run) -> list[Path]:
+    converter = shutil.which("rsvg-convert")
+    if converter is None:
+        print("rsvg-convert is missing, so no PNGs: apt-get install -y librsvg2-bin",
+              file=sys.stderr)
+        return []
+    pngs = []
+    for svg in svgs:
+        png = svg.with_suffix(".png")
+        run([converter, str(svg), "-o", str(png)], check=True)
+        pngs.append(png)
+        print(f"saved {png}")
+    return pngs
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    out = Path(args[0]) if args else Path("screenshots")
+    # Breaker transitions log warnings; they belong in no terminal here.
+    quiet = logging.getLogger("claudex")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False
+    pictures = asyncio.run(take_screenshots())
+    out.mkdir(parents=True, exist_ok=True)
+    svgs = []
+    for name, svg in pictures.items():
+        path = out / f"{name}.svg"
+        path.write_text(svg, encoding="utf-8")
+        svgs.append(path)
+        print(f"saved {path}")
+    to_png(svgs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,551 @@
+"""The operations console, driven with Textual's Pilot against a real in-process engine.
+
+Breaker actions and their confirm dialogs, read-only mode, quitting with requests in flight, the
+request log showing a failover trail after a fake provider goes down (traffic sent request by
+request, never by sleeping), the coalesced refresh, filtering, selection and the demo keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import types
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import pytest
+from textual.command import CommandPalette
+from textual.screen import ModalScreen
+from textual.widgets import Input
+
+from claudex.config.loader import load_config, parse_config
+from claudex.console.app import ConsoleApp
+from claudex.console.commands import palette_commands
+from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
+from claudex.console.components.request_log import MAX_ROWS
+from claudex.console.hosting import Hosted, HostError, host_config, host_demo
+from claudex.console.launch import watch_config
+from claudex.console.link import LocalLink
+from claudex.console.messages import ConfigRejected
+from claudex.console.screens import ConfirmScreen, HelpScreen
+from claudex.engine.engine import Engine
+from claudex.engine.events import Event
+from tests.conftest import TEST_ENV, anthropic_body, build_config, eventually, profile_toml
+
+SIZE = (140, 44)
+
+TWO_PROFILES = """
+[[profiles]]
+name = "alpha"
+provider_type = "DirectAnthropic"
+base_url = "http://127.0.0.1:9"
+api_key_env = "FAKE_KEY"
+backup_providers = ["beta"]
+
+[[profiles]]
+name = "beta"
+provider_type = "OpenAICompatible"
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "FAKE_KEY"
+"""
+
+
+@pytest.fixture
+async def engine() -> AsyncIterator[Engine]:
+    made = Engine(build_config(TWO_PROFILES), env=TEST_ENV)
+    yield made
+    await made.close()
+
+
+def state(engine: Engine, name: str) -> str:
+    return engine.runtimes[name].breaker.state.value
+
+
+def header_text(app: ConsoleApp) -> str:
+    header = app.main_screen.query_one(HeaderBar)
+    return " ".join(str(s.render()) for s in header.query("Static"))
+
+
+async def settle(app: ConsoleApp, pilot: Any) -> None:
+    """Let the event pump run, then refresh at once (instead of waiting for the tick)."""
+    await pilot.pause()
+    await app.main_screen.refresh_now()
+    await pilot.pause()
+
+
+# -- breaker actions --------------------------------------------------------------------------
+
+
+async def test_trip_confirmed_forces_the_breaker_open(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.main_screen.selected == "alpha"
+        await pilot.press("t")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("y")
+        await pilot.pause()
+        assert state(engine, "alpha") == "forced_open"
+        assert state(engine, "beta") == "closed"
+
+
+@pytest.mark.parametrize("key", ["n", "escape"])
+async def test_trip_cancelled_changes_nothing(engine: Engine, key: str) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("t")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press(key)
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert state(engine, "alpha") == "closed"
+
+
+async def test_reset_confirmed_closes_and_cancel_keeps_it_open(engine: Engine) -> None:
+    engine.trip("beta")
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("right")  # select beta
+        assert app.main_screen.selected == "beta"
+        await pilot.press("r")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")
+        await pilot.pause()
+        assert state(engine, "beta") == "forced_open"
+        await pilot.press("r", "y")
+        await pilot.pause()
+        assert state(engine, "beta") == "closed"
+
+
+async def test_confirm_buttons_work_by_mouse(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("t")
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert state(engine, "alpha") == "forced_open"
+
+
+async def test_read_only_refuses_every_modifying_action(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine), read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert "READ-ONLY" in header_text(app)
+        for key in ("t", "r", "e", "a", "d"):
+            await pilot.press(key)
+            await pilot.pause()
+            assert not isinstance(app.screen, ConfirmScreen), key
+        # Reached another way (the command palette, run_action), the action refuses too.
+        await app.main_screen.run_action("trip")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert state(engine, "alpha") == "closed"
+        titles = [title for title, _, _ in palette_commands(app.main_screen)]
+        assert not any(t.startswith(("Trip", "Reset", "Edit", "Add", "Delete")) for t in titles)
+        assert "Health-check every provider now" in titles
+
+
+async def test_palette_lists_actions_and_profiles(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        commands = {title: callback for title, callback, _ in palette_commands(app.main_screen)}
+        assert "Select beta" in commands
+        assert not any(t.startswith("Demo") for t in commands)  # no demo, no demo keys
+        trip = next(cb for t, cb in commands.items() if t.startswith("Trip"))
+        await trip()
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape", "colon")  # k9s' ":" opens the palette too
+        await pilot.pause()
+        assert isinstance(app.screen, CommandPalette)
+
+
+async def test_help_lists_the_actions(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = {line.keys for line in app.screen.actions}
+        assert {"t", "r", "h", "e", "a", "d", "/", "?", "q"} <= keys
+        assert not app.screen.demo
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+# -- quit -------------------------------------------------------------------------------------
+
+
+async def test_quit_without_requests_in_flight_exits_at_once(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_ctrl_q_asks_too_while_requests_are_in_flight(engine: Engine) -> None:
+    engine.totals.in_flight = 1
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("ctrl+q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "1 request is in flight" in app.screen.message
+    engine.totals.in_flight = 0
+
+
+async def test_quit_asks_while_requests_are_in_flight(engine: Engine) -> None:
+    engine.totals.in_flight = 2
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "2 requests are in flight" in app.screen.message
+        await pilot.press("n")
+        await pilot.pause()
+        assert app.is_running
+        await pilot.press("q", "y")
+        await pilot.pause()
+        assert not app.is_running
+    engine.totals.in_flight = 0
+
+
+# -- request log, failover, refresh -----------------------------------------------------------
+
+
+async def test_request_log_shows_failover_after_a_provider_goes_down(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    made = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    config = build_config(profile_toml("primary", made["primary"], backups=["backup"])
+                          + profile_toml("backup", made["backup"]))
+    proxy = await proxy_factory(config, fakes=made)
+    app = ConsoleApp(LocalLink(proxy.engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert (await proxy.messages(anthropic_body())).status_code == 200
+        made["primary"].set_fault("down")
+        resp = await proxy.messages(anthropic_body())
+        assert resp.headers["x-claudex-provider"] == "backup"
+        log = app.main_screen.query_one(RequestLog)
+        await eventually(lambda: len(log.rows_kept) == 2)
+        await settle(app, pilot)
+        first, second = log.visible_rows()
+        assert (first.provider, first.trail, first.failed_over) == ("primary", "primary 200", False)
+        assert second.provider == "backup"
+        assert second.trail == "primary connect_error → backup 200"
+        assert second.failed_over and second.status == 200
+        assert log.row_count == 2
+
+
+async def test_refresh_is_coalesced_under_a_burst(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        screen = app.main_screen
+        loop = asyncio.get_running_loop()
+        before, started = screen.refresh_count, loop.time()
+        for i in range(600):
+            engine.events.publish(Event("request", f"r{i}", "alpha", {
+                "protocol": "anthropic", "model": "m", "provider": "alpha", "status": 200,
+                "latency_ms": 1.0, "attempts": [{}], "trail": "alpha 200"}))
+        log = screen.query_one(RequestLog)
+        await eventually(lambda: len(log.rows_kept) == 500)  # the log keeps the last 500
+        elapsed = loop.time() - started
+        # At most one refresh per 0.1 s (plus the one in progress), not one per request.
+        assert screen.refresh_count - before <= elapsed / 0.1 + 2
+        # The table shows the newest of each batch, never more than it can rebuild cheaply.
+        assert 0 < log.row_count <= 2 * MAX_ROWS
+        assert log.get_row_at(log.row_count - 1)[0] == log.rows_kept[-1].time
+
+
+async def test_filter_narrows_the_request_log(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        for provider, status in (("alpha", 200), ("beta", 503), ("alpha", 429)):
+            engine.events.publish(Event("request", "", provider, {
+                "protocol": "anthropic", "model": "m", "provider": provider, "status": status,
+                "latency_ms": 3.0, "attempts": [{}], "trail": f"{provider} {status}"}))
+        log = app.main_screen.query_one(RequestLog)
+        await eventually(lambda: len(log.rows_kept) == 3)
+        await pilot.press("slash")
+        assert app.focused is app.main_screen.query_one("#filter", Input)
+        await pilot.press("5", "0", "3")
+        await pilot.pause()
+        assert [r.provider for r in log.visible_rows()] == ["beta"]
+        assert log.row_count == 1
+        # Typing into the filter is not a command: "t" did not open a dialog.
+        await pilot.press("t")
+        assert not isinstance(app.screen, ConfirmScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert log.row_count == 3 and log.filter_text == ""
+
+
+async def test_selection_moves_and_the_chain_follows(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        chain = app.main_screen.query_one(ChainView)
+        assert "alpha" in str(chain.render()) and "beta" in str(chain.render())
+        await pilot.press("j")
+        await settle(app, pilot)
+        assert app.main_screen.selected == "beta"
+        assert "no backups" in str(chain.render())
+        await pilot.press("k")
+        assert app.main_screen.selected == "alpha"
+        beta_panel = app.main_screen.query(ProviderPanel).last()
+        await pilot.click(beta_panel)
+        assert app.main_screen.selected == "beta"
+
+
+async def test_event_log_shows_breaker_transitions(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        events = app.main_screen.query_one(EventLog)
+        before = events.lines_written
+        engine.trip("beta")  # as if from the admin API: the console sees the event
+        await eventually(lambda: events.lines_written > before)
+        await settle(app, pilot)
+        text = "\n".join(line.text for line in events.lines)
+        assert "beta: breaker closed -> forced_open" in text
+
+
+async def test_health_check_key_probes_now(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        rounds = engine.health.rounds
+        await pilot.press("h")
+        await eventually(lambda: engine.health.rounds == rounds + 1)
+        await settle(app, pilot)
+        profiles = app.main_screen.snapshot_data["profiles"]
+        assert all(p["health"]["error"] == "connection refused" for p in profiles)
+
+
+async def test_config_problem_shows_a_banner(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        app.post_message(ConfigRejected("profiles.toml", ["profiles.toml:3: port: not a number"]))
+        await pilot.pause()
+        banner = app.main_screen.query_one("#banner")
+        assert banner.has_class("-visible")
+        assert "previous config stays live" in str(banner.render())
+
+
+class FlakyLink(LocalLink):
+    """A link whose snapshot fails while `broken` is set."""
+
+    broken = False
+
+    def snapshot(self) -> dict[str, Any]:
+        if self.broken:
+            raise KeyError("profiles")
+        return super().snapshot()
+
+
+async def test_a_failing_refresh_shows_a_banner_and_the_console_keeps_running(
+    engine: Engine,
+) -> None:
+    link = FlakyLink(engine)
+    app = ConsoleApp(link)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        banner = app.main_screen.query_one("#banner")
+        link.broken = True
+        await settle(app, pilot)
+        assert app.is_running and banner.has_class("-visible")
+        assert "could not refresh" in str(banner.render())
+        link.broken = False
+        await settle(app, pilot)
+        assert not banner.has_class("-visible")
+
+
+# -- profiles: delete -------------------------------------------------------------------------
+
+
+async def test_delete_confirmed_removes_the_profile_and_applies_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("claudex.config.editing")
+    monkeypatch.setenv("FAKE_KEY", TEST_ENV["FAKE_KEY"])
+    path = tmp_path / "profiles.toml"
+    path.write_text("# mine\n[health]\nenabled = false\n" + TWO_PROFILES)
+    engine = Engine(load_config(path))
+    try:
+        app = ConsoleApp(LocalLink(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("d")
+            assert isinstance(app.screen, ConfirmScreen)
+            assert "backup chain of alpha" not in app.screen.message  # alpha itself
+            await pilot.press("escape", "right", "d")
+            assert "backup chain of alpha" in app.screen.message
+            await pilot.press("y")
+            await eventually(lambda: list(engine.runtimes) == ["alpha"])
+            await settle(app, pilot)
+            assert list(engine.runtimes) == ["alpha"]
+            assert "beta" not in path.read_text()
+            assert path.read_text().startswith("# mine\n")
+            assert app.main_screen.profile_names == ["alpha"]
+    finally:
+        await engine.close()
+
+
+async def test_hot_reload_applies_a_valid_change_and_bans_an_invalid_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", TEST_ENV["FAKE_KEY"])
+    path = tmp_path / "profiles.toml"
+    text = "[health]\nenabled = false\n" + TWO_PROFILES
+    path.write_text(text)
+    engine = Engine(load_config(path))
+    engine.trip("alpha")  # state of an unchanged profile survives a reload
+    try:
+        link = LocalLink(engine)
+        app = ConsoleApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            watcher = watch_config(path, link, app)
+            path.write_text(text.replace("127.0.0.1:9/v1", "127.0.0.1:10/v1"))
+            await watcher.check_now()
+            await settle(app, pilot)
+            beta = engine.config.profile("beta")
+            assert beta is not None and beta.base_url == "http://127.0.0.1:10/v1"
+            assert state(engine, "alpha") == "forced_open"
+            banner = app.main_screen.query_one("#banner")
+            assert not banner.has_class("-visible")
+
+            path.write_text(text.replace('backup_providers = ["beta"]',
+                                         'backup_providers = ["nobody"]'))
+            await watcher.check_now()
+            await settle(app, pilot)
+            assert banner.has_class("-visible")
+            assert "nobody" in str(banner.render())
+            assert engine.config.profile("alpha").backup_providers == ("beta",)  # type: ignore[union-attr]
+    finally:
+        await engine.close()
+
+
+class FakeEditor(ModalScreen[bool]):
+    """Stands in for the profile editor: records what it was opened on, saves at once."""
+
+    opened: ClassVar[list[tuple[Path, str | None]]] = []
+
+    def __init__(self, config_path: Path, profile_name: str | None) -> None:
+        super().__init__()
+        self.opened.append((config_path, profile_name))
+        self.config_path = config_path
+
+    def on_mount(self) -> None:
+        text = self.config_path.read_text()
+        self.config_path.write_text(text.replace("127.0.0.1:9/v1", "127.0.0.1:11/v1"))
+        self.dismiss(True)
+
+
+async def test_edit_opens_the_editor_and_a_save_applies_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_KEY", TEST_ENV["FAKE_KEY"])
+    fake_module = types.ModuleType("claudex.console.editor")
+    fake_module.ProfileEditorScreen = FakeEditor  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "claudex.console.editor", fake_module)
+    FakeEditor.opened.clear()
+    path = tmp_path / "profiles.toml"
+    path.write_text("[health]\nenabled = false\n" + TWO_PROFILES)
+    engine = Engine(load_config(path))
+    try:
+        app = ConsoleApp(LocalLink(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            await pilot.press("j", "e")
+            await eventually(lambda: engine.config.profile("beta") is not None
+                             and engine.config.profile("beta").base_url  # type: ignore[union-attr]
+                             == "http://127.0.0.1:11/v1")
+            await pilot.press("a")
+            await pilot.pause()
+            assert FakeEditor.opened == [(path, "beta"), (path, None)]
+    finally:
+        await engine.close()
+
+
+# -- demo -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def demo() -> AsyncIterator[Hosted]:
+    hosted = await host_demo(None, health=False)
+    yield hosted
+    await hosted.close()
+
+
+async def test_demo_fault_key_breaks_the_selected_fake_and_traffic_fails_over(
+    demo: Hosted,
+) -> None:
+    assert demo.controls is not None and demo.traffic is not None and demo.world is not None
+    app = ConsoleApp(LocalLink(demo.engine), demo=demo.controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.main_screen.selected == "claude"
+        await pilot.press("1")
+        assert demo.controls.fault_of("claude") == "down"
+        for _ in range(4):
+            assert await demo.traffic.send_one("messages") == 200
+        await settle(app, pilot)
+        profiles = {p["name"]: p for p in app.main_screen.snapshot_data["profiles"]}
+        assert profiles["claude"]["health"]["color"] == "red"
+        rows = app.main_screen.query_one(RequestLog).visible_rows()
+        assert rows[-1].provider == "claude-backup"
+        assert rows[-1].trail.startswith("claude ")
+        await pilot.press("0")
+        assert demo.controls.fault_of("claude") == "ok"
+        await pilot.press("g")
+        assert demo.traffic.running
+        await pilot.press("g")
+        assert not demo.traffic.running
+
+
+async def test_demo_keys_are_hidden_outside_the_demo(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.main_screen.check_action("fault", ("down",)) is False
+        assert app.main_screen.check_action("traffic", ()) is False
+
+
+# -- hosting ----------------------------------------------------------------------------------
+
+
+async def test_a_taken_port_is_reported_in_words() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        text = f"[proxy]\nport = {port}\n[health]\nenabled = false\n{TWO_PROFILES}"
+        config = parse_config(text, "t.toml", env=TEST_ENV)
+        with pytest.raises(HostError, match=f"Cannot listen on 127.0.0.1:{port}"):
+            await host_config(config, env=TEST_ENV)
+
+
+async def test_hosted_console_serves_the_proxy(demo: Hosted) -> None:
+    async with httpx.AsyncClient(base_url=demo.server.url) as client:
+        resp = await client.post("/v1/messages", json=anthropic_body())
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-provider"] == "claude"
