@@ -1,0 +1,117 @@
+"""The reference forwarder: the least a Python proxy can do, to compare claudex against.
+
+uvicorn (httptools, uvloop) serves a raw ASGI app that reads the body, parses the JSON, sets
+`model`, re-encodes it and forwards it through one shared aiohttp `ClientSession`; a non-streamed
+answer is read whole and returned, a streamed one is relayed chunk by chunk as it arrives. No
+routing, breaker, retry, logging or statistics: whatever claudex costs above this is the price of
+its features (or waste).
+
+    python -m bench.reference_proxy --port 8100 --upstream http://127.0.0.1:8200 [--model M]
+
+Requests keep their path: POST /v1/messages goes to {upstream}/v1/messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import aiohttp
+import uvicorn
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+# Upstream headers passed back; the server adds its own framing (length or chunked).
+_PASS = frozenset({b"content-type", b"request-id", b"x-request-id"})
+
+
+class ReferenceForwarder:
+    def __init__(self, upstream: str, model: str | None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.model = model
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._forward(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self.session = aiohttp.ClientSession(
+                    connector=aiohttp.TCPConnector(limit=256),
+                    skip_auto_headers=("User-Agent",),
+                    timeout=aiohttp.ClientTimeout(total=None),
+                )
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self.session is not None:
+                    await self.session.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = json.loads(b"".join(chunks))
+        if self.model is not None:
+            body["model"] = self.model
+        payload = json.dumps(body, separators=(",", ":")).encode()
+        headers = {"content-type": "application/json"}
+        for name, value in scope["headers"]:
+            if name == b"anthropic-version":
+                headers["anthropic-version"] = value.decode()
+        assert self.session is not None
+        url = self.upstream + scope["path"]
+        async with self.session.post(url, data=payload, headers=headers) as resp:
+            out = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() in _PASS]
+            if body.get("stream") is True:
+                await send({"type": "http.response.start", "status": resp.status, "headers": out})
+                async for piece in resp.content.iter_any():
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+                return
+            data = await resp.read()
+            out.append((b"content-length", str(len(data)).encode()))
+            await send({"type": "http.response.start", "status": resp.status, "headers": out})
+            await send({"type": "http.response.body", "body": data})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.reference_proxy")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--upstream", required=True, help="upstream root, e.g. http://127.0.0.1:8200")
+    parser.add_argument("--model", default="claude-sonnet-4-5", help="model set on every request")
+    args = parser.parse_args(argv)
+    uvicorn.run(
+        ReferenceForwarder(args.upstream, args.model),
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        server_header=False,
+        date_header=False,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

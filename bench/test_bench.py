@@ -1,0 +1,131 @@
+"""Unit tests for the benchmark's own parsing and arithmetic (run: pytest bench/test_bench.py).
+
+The measurements themselves need real processes and a quiet machine, so they are not tests;
+what can silently go wrong in code (framing, report parsing, medians, verdicts) is checked here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench import report, wrk
+from bench.httpclient import _Dechunker
+from bench.measure import paired_extra_ms
+from bench.profile import summarize
+from bench.stats import merge_runs, percentile, summary_ms
+
+
+def _chunked(*parts: bytes) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 7, 1000])
+def test_dechunker_reassembles_a_body_fed_in_any_slices(step: int) -> None:
+    wire = _chunked(b"event: a\n\n", b"data: 12345\n", b"\n") + b"HTTP/1.1 200 OK\r\n"
+    decoder = _Dechunker()
+    body = b""
+    for start in range(0, len(wire), step):
+        body += decoder.feed(wire[start:start + step])
+    assert decoder.done
+    assert body == b"event: a\n\ndata: 12345\n\n"
+    assert decoder.pending.endswith(b"HTTP/1.1 200 OK\r\n")  # the next response is kept
+
+
+def test_dechunker_is_not_done_before_the_final_empty_line() -> None:
+    decoder = _Dechunker()
+    decoder.feed(_chunked(b"x")[:-2])
+    assert not decoder.done
+    decoder.feed(b"\r\n")
+    assert decoder.done and decoder.pending == b""
+
+
+WRK_OUTPUT = """Running 5s test @ http://127.0.0.1:9000/v1/messages
+  1 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency    10.20ms    2.00ms  40.00ms   90.00%
+    Req/Sec     6.10k   300.00     6.50k    80.00%
+  Latency Distribution
+     50%    9.80ms
+     75%   11.00ms
+     90%   12.00ms
+     99%  850.00us
+  30500 requests in 5.00s, 9.00MB read
+  Socket errors: connect 0, read 2, write 0, timeout 1
+  Non-2xx or 3xx responses: 4
+Requests/sec:   6100.25
+Transfer/sec:      1.80MB
+"""
+
+
+def test_wrk_report_is_read_with_units_and_errors() -> None:
+    result = wrk.parse(WRK_OUTPUT)
+    assert result.rps == 6100.25
+    assert result.requests == 30500
+    assert result.errors == 7
+    assert result.p50_ms == 9.8
+    assert result.p99_ms == 0.85
+
+
+def test_wrk_report_without_figures_is_an_error() -> None:
+    with pytest.raises(RuntimeError):
+        wrk.parse("unable to connect to 127.0.0.1:9 Connection refused")
+
+
+def test_percentiles_interpolate_and_summaries_are_in_ms() -> None:
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5], 99) == 5
+    assert math.isnan(percentile([], 50))
+    stats = summary_ms([1_000_000, 2_000_000, 3_000_000])
+    assert stats["p50"] == 2.0 and stats["n"] == 3
+
+
+def test_merge_runs_takes_the_median_of_every_number() -> None:
+    runs = [{"a": {"p50": 1.0, "n": 10}, "label": "x"},
+            {"a": {"p50": 9.0, "n": 30}, "label": "y"},
+            {"a": {"p50": 2.0, "n": 20}, "label": "z"}]
+    assert merge_runs(runs) == {"a": {"p50": 2.0, "n": 20}, "label": "x"}
+
+
+def test_paired_extra_is_the_median_of_per_round_differences() -> None:
+    samples = {"base": [100_000, 5_000_000, 100_000], "t": [150_000, 5_050_000, 160_000]}
+    assert paired_extra_ms(samples, "t", "base") == 0.05
+
+
+def _results(added_p50: float, ratio: float) -> dict[str, object]:
+    return {
+        "meta": {"quick": True, "date": "today", "cpu_count": 2, "cpu_model": "cpu",
+                 "memory_gb": 1.0, "python": "3.11", "libraries": "", "claudex_commit": "abc",
+                 "repetitions": 1, "placement": "", "loadavg_at_start": 0.1},
+        "latency": {"ms": {"direct": {"p50": 0.1, "p95": 0.1, "p99": 0.2, "n": 5}},
+                    "added_ms": {"claudex": {"p50": added_p50, "p95": 0.5, "p99": 1.0}}},
+        "throughput": {"ratios": {"64": {"claudex_over_reference": ratio}}},
+        "errors": {},
+    }
+
+
+def test_budget_verdicts_respect_the_direction_of_each_limit() -> None:
+    rows = {r["line"]: r["verdict"] for r in report.evaluate(_results(0.4, 0.6))}
+    assert rows["added p50 <= 0.5 ms, one client"] == "met"
+    assert rows["throughput at 64 connections >= 0.7 x reference"] == "MISSED"
+    assert rows["console open: added p50 <= 2 x headless"] == "not measured"
+    rows = {r["line"]: r["verdict"] for r in report.evaluate(_results(0.6, 0.8))}
+    assert rows["added p50 <= 0.5 ms, one client"] == "MISSED"
+    assert rows["throughput at 64 connections >= 0.7 x reference"] == "met"
+
+
+def test_render_survives_missing_sections() -> None:
+    results = _results(0.4, 0.6)
+    results["budget"] = report.evaluate(results)
+    text = report.render(results)
+    assert "| added p50 <= 0.5 ms, one client | 0.400 ms | met |" in text
+
+
+def test_profile_summary_counts_own_and_total_time(tmp_path: Path) -> None:
+    raw = tmp_path / "p.raw"
+    raw.write_text("main (a.py:1);f (b.py:2) 3\nmain (a.py:1);f (b.py:3);g (c.py:9) 1\n")
+    text = summarize(raw)
+    assert "75.0%  f (b.py:2)" in text
+    assert "100.0%  f (b.py)" in text
