@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.conftest import anthropic_body, build_config, openai_body, profile_toml
+from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
 
 
 def sse_events(raw: str) -> list[tuple[str | None, str]]:
@@ -121,3 +121,32 @@ async def test_stream_429_before_commit_fails_over(fakes: Any, proxy_factory: An
     resp = await proxy.messages(anthropic_body(stream=True))
     assert resp.headers["x-claudex-attempts"] == "primary:429,backup:200"
     assert [n for n, _ in sse_events(resp.text)][-1] == "message_stop"
+
+
+async def test_client_leaving_mid_stream_frees_the_half_open_probe(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    from claudex.demo.fake_provider import FakeProvider
+
+    slow = FakeProvider("primary", "anthropic", stream_delay_ms=20)
+    await slow.start()
+    try:
+        now = [1000.0]
+        config = build_config(profile_toml("primary", slow))
+        proxy = await proxy_factory(config, clock=lambda: now[0])
+        breaker = proxy.engine.runtimes["primary"].breaker
+        for _ in range(3):
+            breaker.record_failure(None)
+        now[0] += 31
+        assert breaker.state.value == "half_open"
+        async with proxy.client.stream("POST", "/v1/messages",
+                                       json=anthropic_body("events:200", stream=True)) as resp:
+            async for chunk in resp.aiter_bytes():
+                if b"content_block_delta" in chunk:
+                    break  # leave mid-stream
+        # Freed well before the 4 s the upstream stream would take: it was abandoned, not
+        # read to the end.
+        await eventually(lambda: breaker.snapshot().probes_in_flight == 0, limit_s=1.5)
+        assert breaker.state.value == "half_open"  # a neutral outcome: still trying
+    finally:
+        await slow.stop()

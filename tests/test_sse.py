@@ -86,3 +86,13 @@ def test_unicode_line_separator_inside_json_does_not_cut_the_event() -> None:
     raw = ("event: content_block_delta\ndata: " + json.dumps(data, ensure_ascii=False)
            + "\n\n").encode()
     assert w.feed(raw) is StreamSignal.CONTENT
+
+
+def test_split_events_keeps_partial_tail_and_handles_crlf() -> None:
+    from claudex.providers.sse import split_events
+
+    buffer = bytearray(b"event: a\r\ndata: 1\r\n\r\n"
+                       b"event: b\ndata: 2\n\n: keep-alive\n\nevent: c\nda")
+    events = split_events(buffer)
+    assert [(e.event, e.data) for e in events] == [("a", "1"), ("b", "2")]
+    assert bytes(buffer) == b"event: c\nda"

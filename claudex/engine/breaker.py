@@ -257,6 +257,11 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
 }
 
 
+# States in which time alone can cause a transition, read off the table: only these need a TICK
+# before each call (a TICK elsewhere is a no-op, and it used to cost ~6 calls a request).
+_TIME_DRIVEN = frozenset(state for state in BreakerState if _TABLE[(state, _S.TICK)] is not _stay)
+
+
 def _enter(m: _Memory, new: BreakerState, now: float) -> None:
     """Bookkeeping shared by every transition."""
     m.generation += 1  # every permit issued so far becomes stale
@@ -315,7 +320,8 @@ class CircuitBreaker:
 
     def poll(self) -> None:
         """Apply time-based transitions (OPEN -> HALF_OPEN when the recovery time is over)."""
-        self._fire(_Signal.TICK)
+        if self._state in _TIME_DRIVEN:
+            self._fire(_Signal.TICK)
 
     # --- reading and configuration ----------------------------------------------------------
 
@@ -349,7 +355,7 @@ class CircuitBreaker:
     # --- the engine ---------------------------------------------------------------------------
 
     def _fire(self, signal: _Signal, permit: Permit | None = None) -> Permit | None:
-        if signal is not _Signal.TICK:
+        if signal is not _Signal.TICK and self._state in _TIME_DRIVEN:
             self._fire(_Signal.TICK)  # every call sees the state as of now
         if permit is not None and permit.generation != self._memory.generation:
             return None  # stale permit: see the module docstring

@@ -115,7 +115,8 @@ class Forwarder:
         core.totals.requests += 1
         core.totals.meter.hit(now)
         # Round cap: never try more providers than were eligible when the request started.
-        cap = sum(1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
+        cap = 1 if len(names) == 1 else sum(
+            1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
         trail = Trail()
         tried = 0
         for name in names:

@@ -78,6 +78,7 @@ class AiohttpTransport:
     def __init__(self, limit_per_provider: int = 256) -> None:
         self._limit = limit_per_provider
         self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}
 
     def _session(self, provider: str) -> aiohttp.ClientSession:
         session = self._sessions.get(provider)
@@ -105,12 +106,16 @@ class AiohttpTransport:
         connect_timeout: float,
         read_timeout: float,
     ) -> UpstreamResponse:
-        timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=connect_timeout, connect=connect_timeout,
-            sock_read=read_timeout,
-        )
+        key = (connect_timeout, read_timeout)
+        timeout = self._timeouts.get(key)
+        if timeout is None:  # a handful of distinct values: build each once, not per request
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=connect_timeout, connect=connect_timeout,
+                sock_read=read_timeout,
+            )
+            self._timeouts[key] = timeout
         resp = await self._session(provider).request(
-            method, url, data=body, headers=dict(headers), timeout=timeout, allow_redirects=False
+            method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False
         )
         return _AiohttpResponse(resp)
 

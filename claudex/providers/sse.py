@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -30,31 +30,48 @@ class SseEvent:
     data: str
 
 
+def _parse_event(raw: bytes) -> SseEvent | None:
+    name: str | None = None
+    data_lines: list[str] = []
+    # Only CR, LF and CRLF end SSE lines (str.splitlines would also split at U+2028 etc.).
+    for line in _LINE_BREAK.split(raw.decode("utf-8", "replace")):
+        if line.startswith("event:"):
+            name = line[6:].strip()
+        elif line.startswith("data:"):
+            data_lines.append(line[5:].lstrip(" "))
+    if name is None and not data_lines:
+        return None  # a comment or keep-alive
+    return SseEvent(name, "\n".join(data_lines))
+
+
+def iter_events(buffer: bytearray) -> Generator[SseEvent, None, None]:
+    """Yield the complete events at the front of `buffer`, removing what was consumed when the
+    caller stops (early or at the end); a partial event stays for the next chunk. Linear in the
+    buffer: each boundary search is bounded by the next LF-LF boundary."""
+    offset = 0
+    try:
+        while True:
+            # Events end at a blank line; accept \n\n and \r\n\r\n.
+            idx_n = buffer.find(b"\n\n", offset)
+            limit = idx_n + 2 if idx_n >= 0 else len(buffer)
+            idx_r = buffer.find(b"\r\n\r\n", offset, limit)
+            if idx_r >= 0 and (idx_n < 0 or idx_r < idx_n):
+                raw, next_offset = bytes(buffer[offset:idx_r]), idx_r + 4
+            elif idx_n >= 0:
+                raw, next_offset = bytes(buffer[offset:idx_n]), idx_n + 2
+            else:
+                return
+            offset = next_offset
+            event = _parse_event(raw)
+            if event is not None:
+                yield event
+    finally:
+        del buffer[:offset]
+
+
 def split_events(buffer: bytearray) -> list[SseEvent]:
     """Remove every complete event from `buffer` and return them parsed (partial tail stays)."""
-    events: list[SseEvent] = []
-    while True:
-        # Events end at a blank line; accept \n\n and \r\n\r\n.
-        idx_n = buffer.find(b"\n\n")
-        idx_r = buffer.find(b"\r\n\r\n")
-        if idx_n < 0 and idx_r < 0:
-            return events
-        if idx_r >= 0 and (idx_n < 0 or idx_r < idx_n):
-            raw, cut = bytes(buffer[:idx_r]), idx_r + 4
-        else:
-            raw, cut = bytes(buffer[:idx_n]), idx_n + 2
-        del buffer[:cut]
-        name: str | None = None
-        data_lines: list[str] = []
-        # Only CR, LF and CRLF end SSE lines (str.splitlines would also split at U+2028 etc.).
-        for line in _LINE_BREAK.split(raw.decode("utf-8", "replace")):
-            if line.startswith("event:"):
-                name = line[6:].strip()
-            elif line.startswith("data:"):
-                data_lines.append(line[5:].lstrip(" "))
-        if name is None and not data_lines:
-            continue  # a comment or keep-alive
-        events.append(SseEvent(name, "\n".join(data_lines)))
+    return list(iter_events(buffer))
 
 
 def _json(data: str) -> dict[str, Any] | None:
@@ -122,14 +139,20 @@ class CommitWatcher:
 
     def feed(self, chunk: bytes) -> StreamSignal:
         self._buffer += chunk
-        for event in split_events(self._buffer):
-            sig, message = self._signal(event)
-            if sig is StreamSignal.ERROR:
-                self.error_message = message
-                return sig
-            if sig is StreamSignal.CONTENT:
-                return sig
-        return StreamSignal.NONE
+        events = iter_events(self._buffer)
+        try:
+            # Stop at the first decisive event: after it the watcher is no longer consulted, and
+            # parsing the rest of a 500-event burst would only delay the commit.
+            for event in events:
+                sig, message = self._signal(event)
+                if sig is StreamSignal.ERROR:
+                    self.error_message = message
+                    return sig
+                if sig is StreamSignal.CONTENT:
+                    return sig
+            return StreamSignal.NONE
+        finally:
+            events.close()
 
 
 class TailScanner:

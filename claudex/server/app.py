@@ -10,44 +10,19 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError, Protocol
+from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.engine.engine import Engine
-from claudex.engine.request import Endpoint, ProxyRequest
-from claudex.providers import anthropic, openai
 from claudex.server import metrics
+from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import SecurityMiddleware, is_loopback_host
 
 log = logging.getLogger("claudex.server")
 
 ConfigLoader = Callable[[], Config]
-
-
-class BodyTooLarge(Exception):
-    pass
-
-
-def _client_error(protocol: Protocol, status: int, message: str) -> Response:
-    body = (anthropic.error_body(status, message) if protocol == "anthropic"
-            else openai.error_body(status, message))
-    return Response(body, status_code=status, media_type="application/json")
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise BodyTooLarge
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise BodyTooLarge
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def create_app(
@@ -61,49 +36,6 @@ def create_app(
     """Build the app around `engine`. `load_config` re-reads the config for `/_claudex/reload`.
     With `manage_engine`, the app's lifespan starts the engine's health task and closes it."""
     registry = metrics.make_registry(engine)
-
-    async def proxy(request: Request, protocol: Protocol, endpoint: Endpoint) -> Response:
-        try:
-            raw = await _read_body(request, max_body_bytes)
-        except BodyTooLarge:
-            limit_mb = max_body_bytes // (1024 * 1024)
-            return _client_error(protocol, 413, f"Request body over the {limit_mb} MB limit.")
-        except ClientDisconnect:
-            return Response(status_code=499)
-        try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            return _client_error(protocol, 400, f"Request body is not valid JSON: {exc}.")
-        if not isinstance(body, dict):
-            return _client_error(protocol, 400, "Request body must be a JSON object.")
-        headers = request.headers
-        req = ProxyRequest(
-            protocol=protocol,
-            endpoint=endpoint,
-            body=body,
-            raw=raw,
-            headers=headers,
-            profile=request.path_params.get("profile"),
-            failover=headers.get("x-claudex-failover", "").lower() != "off",
-        )
-        try:
-            result = await engine.forward(req)
-        except Exception:  # a claudex bug: answer in the client's format, details in the log
-            log.exception("internal error while forwarding")
-            return _client_error(protocol, 500, "Internal error in claudex; see its log.")
-        if result.stream is not None:
-            return StreamingResponse(result.stream, status_code=result.status,
-                                     headers=result.headers)
-        return Response(result.body or b"", status_code=result.status, headers=result.headers)
-
-    async def messages(request: Request) -> Response:
-        return await proxy(request, "anthropic", "messages")
-
-    async def count_tokens(request: Request) -> Response:
-        return await proxy(request, "anthropic", "count_tokens")
-
-    async def chat(request: Request) -> Response:
-        return await proxy(request, "openai", "chat")
 
     async def models(request: Request) -> Response:
         config = engine.config
@@ -182,12 +114,6 @@ def create_app(
                                  headers={"cache-control": "no-cache"})
 
     routes = [
-        Route("/v1/messages", messages, methods=["POST"]),
-        Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-        Route("/proxy/{profile}/v1/messages", messages, methods=["POST"]),
-        Route("/proxy/{profile}/v1/messages/count_tokens", count_tokens, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/proxy/{profile}/v1/chat/completions", chat, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/proxy/{profile}/v1/models", models, methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
@@ -211,6 +137,9 @@ def create_app(
 
     app = Starlette(routes=routes, lifespan=lifespan)
     proxy_settings = engine.config.proxy
+    # The proxy routes answer before Starlette's routing (hot path); the security checks run
+    # before everything (the last middleware added is the outermost).
+    app.add_middleware(ProxyRoutes, engine=engine, max_body_bytes=max_body_bytes)
     app.add_middleware(
         SecurityMiddleware,
         check_host=is_loopback_host(proxy_settings.host),

@@ -55,6 +55,7 @@ def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: int 
         date_header=False,
         timeout_graceful_shutdown=graceful_seconds,
         timeout_keep_alive=75,
+        proxy_headers=False,  # a local proxy has no trusted front proxy to read X-Forwarded-* from
     )
     return _Server(config)
 

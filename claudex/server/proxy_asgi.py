@@ -1,0 +1,180 @@
+"""The proxy routes as a bare ASGI handler, in front of the Starlette app.
+
+The forwarding path is the hot path: Starlette's request/response objects and routing cost about
+a sixth of the proxy's CPU under load (bench/RESULTS.md), so POSTs to the proxy routes are parsed
+and answered here directly, and everything else (models, admin, metrics) falls through to
+Starlette.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from typing import Any
+
+from claudex.config.model import MAX_BODY_BYTES, Protocol
+from claudex.engine.engine import Engine
+from claudex.engine.request import Endpoint, ForwardResult, ProxyRequest
+from claudex.providers import anthropic, openai
+
+log = logging.getLogger("claudex.server")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+ROUTES: dict[str, tuple[Protocol, Endpoint]] = {
+    "v1/messages": ("anthropic", "messages"),
+    "v1/messages/count_tokens": ("anthropic", "count_tokens"),
+    "v1/chat/completions": ("openai", "chat"),
+}
+
+
+def match(path: str) -> tuple[Protocol, Endpoint, str | None] | None:
+    """`/v1/messages` -> (anthropic, messages, None); `/proxy/grok/v1/...` -> (..., "grok")."""
+    if path.startswith("/proxy/"):
+        profile, _, tail = path[7:].partition("/")
+        route = ROUTES.get(tail)
+        if route is None or not profile:
+            return None
+        return route[0], route[1], profile
+    route = ROUTES.get(path[1:])
+    return (route[0], route[1], None) if route is not None else None
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Disconnected(Exception):
+    pass
+
+
+def _error_body(protocol: Protocol, status: int, message: str) -> bytes:
+    if protocol == "anthropic":
+        return anthropic.error_body(status, message)
+    return openai.error_body(status, message)
+
+
+_JSON = [(b"content-type", b"application/json")]
+
+
+class ProxyRoutes:
+    def __init__(self, app: ASGIApp, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.engine = engine
+        self.limit = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        route = match(scope["path"])
+        if route is None:
+            await self.app(scope, receive, send)
+            return
+        protocol, endpoint, profile = route
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            raw = await self._read_body(receive, headers)
+        except _TooLarge:
+            limit_mb = self.limit // (1024 * 1024)
+            await self._answer(send, 413, _error_body(
+                protocol, 413, f"Request body over the {limit_mb} MB limit."))
+            return
+        except _Disconnected:
+            return
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            await self._answer(send, 400, _error_body(
+                protocol, 400, f"Request body is not valid JSON: {exc}."))
+            return
+        if not isinstance(body, dict):
+            await self._answer(send, 400, _error_body(
+                protocol, 400, "Request body must be a JSON object."))
+            return
+        req = ProxyRequest(
+            protocol=protocol, endpoint=endpoint, body=body, raw=raw, headers=headers,
+            profile=profile,
+            failover=headers.get("x-claudex-failover", "").lower() != "off",
+        )
+        try:
+            result = await self.engine.forward(req)
+        except Exception:  # a claudex bug: answer in the client's format, details in the log
+            log.exception("internal error while forwarding")
+            await self._answer(send, 500, _error_body(
+                protocol, 500, "Internal error in claudex; see its log."))
+            return
+        if result.stream is not None:
+            await self._stream(result, result.stream, receive, send)
+        else:
+            await self._answer(send, result.status, result.body or b"", result)
+
+    async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            raise _TooLarge
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > self.limit:
+                    raise _TooLarge
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    @staticmethod
+    def _raw_headers(result: ForwardResult | None) -> list[tuple[bytes, bytes]]:
+        if result is None:
+            return list(_JSON)
+        return [(k.encode("latin-1"), v.encode("latin-1")) for k, v in result.headers.items()]
+
+    async def _answer(self, send: Send, status: int, body: bytes,
+                      result: ForwardResult | None = None) -> None:
+        headers = self._raw_headers(result)
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _stream(self, result: ForwardResult, stream: AsyncIterator[bytes],
+                      receive: Receive, send: Send) -> None:
+        """Relay chunks as they come; stop reading upstream as soon as the client goes away."""
+
+        async def pump() -> None:
+            await send({"type": "http.response.start", "status": result.status,
+                        "headers": self._raw_headers(result)})
+            async for chunk in stream:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b""})
+
+        async def client_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        sender = asyncio.ensure_future(pump())
+        watcher = asyncio.ensure_future(client_gone())
+        try:
+            await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sender, watcher):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()  # releases the breaker permit if the stream did not finish
+        if sender.done() and not sender.cancelled() and sender.exception() is not None:
+            raise sender.exception()  # type: ignore[misc]
