@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable
 
 from claudex.engine.explain import all_failed_sentence
 from claudex.engine.ledger import Trail
@@ -11,17 +11,21 @@ from claudex.engine.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRe
 from claudex.providers import anthropic, openai
 
 # Upstream response headers worth passing to the client; everything else (hop-by-hop, length,
-# encoding, cookies) is the proxy's business.
-_PASS_HEADERS = frozenset({"content-type", "request-id", "x-request-id", "openai-processing-ms"})
-_PASS_PREFIXES = ("anthropic-ratelimit-", "x-ratelimit-")
+# encoding, cookies) is the proxy's business. Matched on the raw header bytes: decoding every
+# upstream header into a case-insensitive dict costs more than the few we keep.
+_PASS_HEADERS = frozenset(
+    {b"content-type", b"request-id", b"x-request-id", b"openai-processing-ms"}
+)
+_PASS_PREFIXES = (b"anthropic-ratelimit-", b"x-ratelimit-")
 
 
-def passed_headers(upstream: Mapping[str, str], *, translating: bool = False) -> dict[str, str]:
+def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
+                   translating: bool = False) -> dict[str, str]:
     out: dict[str, str] = {}
-    for key, value in upstream.items():
+    for key, value in upstream:
         lower = key.lower()
         if lower in _PASS_HEADERS or (not translating and lower.startswith(_PASS_PREFIXES)):
-            out[lower] = value
+            out[lower.decode("latin-1")] = value.decode("latin-1")
     return out
 
 

@@ -208,7 +208,7 @@ class Forwarder:
                                         ledger.ms_since(started)))
                     return None
                 ledger.succeed(status, started)
-                headers = passed_headers(resp.headers, translating=exchange.translating)
+                headers = passed_headers(resp.raw_headers, translating=exchange.translating)
                 headers["content-type"] = "application/json"
                 return tag(ForwardResult(status, headers, rt.name, ledger.trail.attempts,
                                          body=payload))
@@ -227,7 +227,7 @@ class Forwarder:
                 ledger.note(attempt)
                 ledger.release()
                 status, payload = exchange.error_answer(status, payload)
-                headers = passed_headers(resp.headers, translating=exchange.translating)
+                headers = passed_headers(resp.raw_headers, translating=exchange.translating)
                 headers["content-type"] = "application/json"
                 return tag(ForwardResult(status, headers, rt.name, ledger.trail.attempts,
                                          body=payload))

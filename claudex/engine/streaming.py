@@ -67,7 +67,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         raise
     # Committed: from here on nothing is retried, so the request is never billed twice.
     ledger.trail.attempts.append(Attempt(name, "ok", 200, "", ledger.ms_since(started)))
-    headers = passed_headers(resp.headers, translating=exchange.translating)
+    headers = passed_headers(resp.raw_headers, translating=exchange.translating)
     headers["content-type"] = "text/event-stream; charset=utf-8" if exchange.translating \
         else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"

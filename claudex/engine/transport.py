@@ -7,7 +7,7 @@ same `send` signature.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,6 +20,9 @@ class UpstreamResponse(Protocol):
 
     @property
     def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def raw_headers(self) -> Sequence[tuple[bytes, bytes]]: ...
 
     async def read(self) -> bytes: ...
 
@@ -56,6 +59,10 @@ class _AiohttpResponse:
     def headers(self) -> Mapping[str, str]:
         return self._resp.headers
 
+    @property
+    def raw_headers(self) -> Sequence[tuple[bytes, bytes]]:
+        return self._resp.raw_headers
+
     async def read(self) -> bytes:
         try:
             return await self._resp.read()
@@ -84,7 +91,7 @@ class AiohttpTransport:
         session = self._sessions.get(provider)
         if session is None or session.closed:
             connector = aiohttp.TCPConnector(
-                limit=self._limit, ttl_dns_cache=300, enable_cleanup_closed=True
+                limit=self._limit, ttl_dns_cache=300
             )
             session = aiohttp.ClientSession(
                 connector=connector,

@@ -18,7 +18,7 @@ from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.engine.engine import Engine
 from claudex.server import metrics
 from claudex.server.proxy_asgi import ProxyRoutes
-from claudex.server.security import SecurityMiddleware, is_loopback_host
+from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
 
 log = logging.getLogger("claudex.server")
 
@@ -32,7 +32,7 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     manage_engine: bool = True,
-) -> Starlette:
+) -> ASGIApp:
     """Build the app around `engine`. `load_config` re-reads the config for `/_claudex/reload`.
     With `manage_engine`, the app's lifespan starts the engine's health task and closes it."""
     registry = metrics.make_registry(engine)
@@ -135,16 +135,14 @@ def create_app(
             if manage_engine:
                 await engine.close()
 
-    app = Starlette(routes=routes, lifespan=lifespan)
-    proxy_settings = engine.config.proxy
-    # The proxy routes answer before Starlette's routing (hot path); the security checks run
-    # before everything (the last middleware added is the outermost).
-    app.add_middleware(ProxyRoutes, engine=engine, max_body_bytes=max_body_bytes)
-    app.add_middleware(
-        SecurityMiddleware,
-        check_host=is_loopback_host(proxy_settings.host),
+    control = Starlette(routes=routes, lifespan=lifespan)
+    # The security checks run before everything; the proxy routes answer before Starlette's
+    # middleware and routing ever run (hot path); everything else — and the lifespan — is
+    # Starlette's.
+    return SecurityMiddleware(
+        ProxyRoutes(control, engine, max_body_bytes),
+        check_host=is_loopback_host(engine.config.proxy.host),
         token=token,
     )
-    return app
 
 

@@ -10,7 +10,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 import uvicorn
-from starlette.applications import Starlette
+
+from claudex.server.security import ASGIApp
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -41,7 +42,7 @@ class _Server(uvicorn.Server):
                 self._captured_signals.clear()
 
 
-def make_server(app: Starlette, *, loop: str = "asyncio", graceful_seconds: int = 30,
+def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 30,
                 log_level: str = "warning") -> uvicorn.Server:
     config = uvicorn.Config(
         app,
@@ -77,7 +78,7 @@ class RunningServer:
         await self.task
 
 
-async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int = 0,
+async def start_in_background(app: ASGIApp, host: str = "127.0.0.1", port: int = 0,
                               graceful_seconds: int = 5) -> RunningServer:
     """Start uvicorn inside the running loop (tests, demo, console) and wait until it serves."""
     sock = bind_socket(host, port)
@@ -95,7 +96,7 @@ async def start_in_background(app: Starlette, host: str = "127.0.0.1", port: int
 
 @contextlib.asynccontextmanager
 async def serving(
-    app: Starlette, host: str = "127.0.0.1", port: int = 0
+    app: ASGIApp, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[RunningServer]:
     running = await start_in_background(app, host, port)
     try:

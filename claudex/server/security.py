@@ -49,27 +49,36 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers: dict[bytes, bytes] = dict(scope["headers"])
+        host = origin = auth = key = None
+        for name, value in scope["headers"]:  # one pass over a short list; no dict per request
+            if name == b"host":
+                host = value
+            elif name == b"origin":
+                origin = value
+            elif name == b"authorization":
+                auth = value
+            elif name == b"x-api-key":
+                key = value
         path: str = scope["path"]
-        if self.check_host and host_name(headers.get(b"host", b"")) not in _ALLOWED_HOST_NAMES:
+        if self.check_host and host_name(host or b"") not in _ALLOWED_HOST_NAMES:
             await _deny(send, 403, path, "Host header not allowed: claudex answers only on "
                         "127.0.0.1/localhost (DNS-rebinding protection).")
             return
-        if path.startswith("/_claudex/") and b"origin" in headers:
+        if origin is not None and path.startswith("/_claudex/"):
             await _deny(send, 403, path, "Admin routes refuse browser requests (Origin header).")
             return
-        if self.token is not None and not self._token_ok(headers):
+        if self.token is not None and not self._token_ok(auth, key):
             await _deny(send, 401, path, "Missing or wrong claudex token: send "
                         "'Authorization: Bearer <token>' or 'x-api-key: <token>'.")
             return
         await self.app(scope, receive, send)
 
-    def _token_ok(self, headers: dict[bytes, bytes]) -> bool:
+    def _token_ok(self, auth: bytes | None, key: bytes | None) -> bool:
         assert self.token is not None
-        auth = headers.get(b"authorization", b"")
-        if auth[:7].lower() == b"bearer " and hmac.compare_digest(auth[7:].strip(), self.token):
+        if auth is not None and auth[:7].lower() == b"bearer " and hmac.compare_digest(
+            auth[7:].strip(), self.token
+        ):
             return True
-        key = headers.get(b"x-api-key")
         return key is not None and hmac.compare_digest(key.strip(), self.token)
 
 
