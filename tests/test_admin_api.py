@@ -165,3 +165,17 @@ async def test_reload_applies_valid_and_rejects_invalid(fakes: Any, tmp_path: Pa
             assert [p.name for p in engine.config.profiles] == ["grok", "deepseek"]
     finally:
         await server.stop()
+
+
+async def test_probe_without_models_endpoint_is_unsupported_not_a_failure(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    f = await fakes(("odd", "openai"),)
+    text = profile_toml("odd", f["odd"]).replace(f["odd"].base_url, f["odd"].base_url[:-3] + "/v9")
+    proxy = await proxy_factory(build_config(text), fakes=f)
+    for _ in range(3):
+        await proxy.engine.check_health_now()
+    odd = proxy.engine.snapshot()["profiles"][0]
+    assert odd["health"]["probe_unsupported"] is True
+    assert odd["health"]["color"] == "green" and "unsupported" in odd["health"]["reason"]
+    assert odd["breaker"]["consecutive_failures"] == 0
