@@ -29,9 +29,10 @@ class RedactionFilter(logging.Filter):
         self._secrets: set[str] = set()
 
     def add(self, secrets: Iterable[str | None]) -> None:
-        for s in secrets:
-            if s and len(s) >= 6:
-                self._secrets.add(s)
+        # Build a new set and swap it in: another thread may be iterating the current one.
+        fresh = set(self._secrets)
+        fresh.update(s for s in secrets if s and len(s) >= 6)
+        self._secrets = fresh
 
     def redact(self, text: str) -> str:
         for secret in self._secrets:

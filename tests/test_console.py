@@ -26,6 +26,7 @@ from claudex.console.app import ConsoleApp
 from claudex.console.commands import palette_commands
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
 from claudex.console.components.request_log import MAX_ROWS
+from claudex.console.format import RequestRow
 from claudex.console.hosting import Hosted, HostError, host_config, host_demo
 from claudex.console.launch import watch_config
 from claudex.console.link import LocalLink
@@ -268,9 +269,43 @@ async def test_refresh_is_coalesced_under_a_burst(engine: Engine) -> None:
         elapsed = loop.time() - started
         # At most one refresh per 0.1 s (plus the one in progress), not one per request.
         assert screen.refresh_count - before <= elapsed / 0.1 + 2
-        # The table shows the newest of each batch, never more than it can rebuild cheaply.
-        assert 0 < log.row_count <= 2 * MAX_ROWS
-        assert log.get_row_at(log.row_count - 1)[0] == log.rows_kept[-1].time
+        # The log shows every kept row (no filter), the newest last.
+        assert log.row_count == MAX_ROWS
+        assert log.visible_rows()[-1] is log.rows_kept[-1]
+
+
+def numbered_rows(start: int, count: int) -> list[RequestRow]:
+    return [RequestRow(time=f"t{i:04d}", request="anthropic m", provider="alpha",
+                       trail="alpha 200", status=200, latency_ms=1.0, failed_over=False)
+            for i in range(start, start + count)]
+
+
+async def test_request_log_follows_the_end_only_while_the_operator_is_there(
+    engine: Engine,
+) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        log = app.main_screen.query_one(RequestLog)
+        log.add_rows_from(numbered_rows(0, MAX_ROWS))
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        assert "time" in log.render_line(0).text and "attempts" in log.render_line(0).text
+        last = log.size.height - 1
+        assert log.render_line(last).text.startswith(f" t{MAX_ROWS - 1:04d} ")
+        # Scrolled up to read: new rows neither move the view nor drag it to the end, even
+        # when the oldest rows leave the buffer under it.
+        log.scroll_to(y=100, animate=False, immediate=True)
+        top = log.render_line(1).text
+        log.add_rows_from(numbered_rows(MAX_ROWS, 3))
+        await pilot.pause()
+        assert log.scroll_y == 97 and log.render_line(1).text == top
+        assert len(log.rows_kept) == log.row_count == MAX_ROWS
+        # Back at the end, it follows again.
+        log.scroll_end(animate=False, immediate=True)
+        log.add_rows_from(numbered_rows(MAX_ROWS + 3, 2))
+        await pilot.pause()
+        assert log.render_line(last).text.startswith(f" t{MAX_ROWS + 4:04d} ")
 
 
 async def test_filter_narrows_the_request_log(engine: Engine) -> None:
@@ -325,6 +360,25 @@ async def test_event_log_shows_breaker_transitions(engine: Engine) -> None:
         await settle(app, pilot)
         text = "\n".join(line.text for line in events.lines)
         assert "beta: breaker closed -> forced_open" in text
+
+
+async def test_an_outage_repeating_itself_takes_one_event_line_a_refresh(engine: Engine) -> None:
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        events = app.main_screen.query_one(EventLog)
+        before = events.lines_written
+        for _ in range(50):
+            engine.escalate("All providers failed for alpha.")
+            engine.events.publish(Event("request", "", "alpha", {"status": 502, "trail": ""}))
+        engine.trip("beta")
+        log = app.main_screen.query_one(RequestLog)
+        await eventually(lambda: len(log.rows_kept) == 50)
+        await settle(app, pilot)
+        assert events.lines_written == before + 2
+        text = [line.text for line in events.lines[-2:]]
+        assert text[0].endswith("All providers failed for alpha. (×50)")
+        assert "beta: breaker closed -> forced_open" in text[1]
 
 
 async def test_health_check_key_probes_now(engine: Engine) -> None:

@@ -1,9 +1,11 @@
-"""Hosting the engine and the proxy inside the console's event loop.
+"""Hosting the engine and the proxy for the console.
 
 The console owns the process: it starts the engine (and its health worker) and serves the proxy
-with uvicorn on the config's host and port in the same loop as the Textual app, so the proxy keeps
-serving while the console is open and stops when it closes. `host_demo` does the same on the demo
-world (three fake providers) and adds the traffic generator.
+with uvicorn on the config's host and port, so the proxy keeps serving while the console is open
+and stops when it closes. Everything is built on the loop that awaits `host_config`: `claudex
+console` awaits it on the engine's own thread (engine_thread.py, launch.py), tests and the
+screenshots on their own loop. `host_demo` does the same on the demo world (three fake providers)
+and adds the traffic generator, which then belong to that loop too.
 
 Failures a user can cause (port taken, a non-loopback bind without a token) raise `HostError` with
 a sentence to show; nothing here prints.

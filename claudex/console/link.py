@@ -2,11 +2,14 @@
 
 Every screen reaches the engine through `EngineLink` only, so a console attached to a remote engine
 (over the admin API: `GET /_claudex/status`, `GET /_claudex/events`, `POST .../trip`) can later
-reuse the same screens by providing another implementation. `LocalLink` wraps an in-process
-`Engine`.
+reuse the same screens by providing another implementation. `LocalLink` wraps an engine on the
+console's own loop (tests, screenshots, the frame benchmark); `ThreadedLink` (threaded_link.py)
+one on its own thread, as `claudex console` and `claudex demo` run it.
 
-Rules for implementations: `snapshot()` and `in_flight` are instant (no I/O), because the console
-calls them on its UI loop up to ten times a second; everything that may wait is `async`.
+Rules for implementations: `snapshot()` and `in_flight` are instant (no I/O, no waiting),
+because the console calls them on its UI loop; everything that may wait is `async`. The main
+screen's refresh awaits `fresh_snapshot()` once (at most ~10 times a second), and `snapshot()`
+may return what that last fetched.
 """
 
 from __future__ import annotations
@@ -18,11 +21,17 @@ from typing import Any, Protocol
 from claudex.config.model import Config
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
+from claudex.server.serve import register_secrets
 
 
 class EngineLink(Protocol):
     def snapshot(self) -> dict[str, Any]:
-        """The engine's state, shaped like `GET /_claudex/status` (holds no secret)."""
+        """The engine's state, shaped like `GET /_claudex/status` (holds no secret); it may be
+        the one `fresh_snapshot()` last fetched."""
+        ...
+
+    async def fresh_snapshot(self) -> dict[str, Any]:
+        """The engine's state now (what `snapshot()` returns from then on)."""
         ...
 
     def subscribe(self) -> AbstractContextManager[asyncio.Queue[Event]]:
@@ -47,7 +56,8 @@ class EngineLink(Protocol):
         ...
 
     async def apply_config(self, config: Config) -> None:
-        """Swap in a new config, keeping the state of unchanged profiles."""
+        """Register the config's secrets with the log redactor and swap the config in, keeping
+        the state of unchanged profiles (both where the engine runs)."""
         ...
 
     async def check_health_now(self) -> None:
@@ -63,6 +73,9 @@ class LocalLink:
 
     def snapshot(self) -> dict[str, Any]:
         return self.engine.snapshot()
+
+    async def fresh_snapshot(self) -> dict[str, Any]:
+        return self.snapshot()
 
     def subscribe(self) -> AbstractContextManager[asyncio.Queue[Event]]:
         return self.engine.events.subscribe()
@@ -81,6 +94,7 @@ class LocalLink:
         return self.engine.reset(name)
 
     async def apply_config(self, config: Config) -> None:
+        register_secrets(config)
         self.engine.apply_config(config)
 
     async def check_health_now(self) -> None:

@@ -1,14 +1,16 @@
 """The console demo's hands on the demo world: fault injection into the fake providers and the
 traffic switch (implements `claudex.console.link.DemoHooks` structurally).
 
-Faults are set in-process on the fakes (same event loop), so they take effect at once: "down"
-closes the fake's listening socket, the others change its next answers.
+Faults are set in-process on the fakes, so they take effect at once: "down" closes the fake's
+listening socket, the others change its next answers. The fakes and the traffic generator belong
+to one event loop: when the console runs them on the engine's thread, `run_on_world` carries each
+change there and waits for it (a sub-millisecond hop); by default it runs it where it is called.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.faults import FaultConfigError
@@ -27,16 +29,26 @@ FAULT_WORDS: Final[dict[str, str]] = {
 RATE_LIMIT_RETRY_AFTER_S: Final = 5.0
 SLOW_LATENCY_MS: Final = 2500.0
 
+RunOnWorld = Callable[[Callable[[], Any]], Any]
+"""Runs a function on the demo world's event loop (thread) and returns its result."""
+
+
+def _run_here(func: Callable[[], Any]) -> Any:
+    return func()
+
 
 class DemoControls:
-    def __init__(self, fakes: Mapping[str, FakeProvider], traffic: TrafficGenerator) -> None:
+    def __init__(self, fakes: Mapping[str, FakeProvider], traffic: TrafficGenerator,
+                 *, run_on_world: RunOnWorld = _run_here) -> None:
         self.fakes = dict(fakes)
         self.traffic = traffic
+        self.run_on_world = run_on_world
 
     def has_fake(self, name: str) -> bool:
         return name in self.fakes
 
     def fault_of(self, name: str) -> str | None:
+        # A read of one attribute: safe from any thread.
         fake = self.fakes.get(name)
         return None if fake is None else fake.faults.mode
 
@@ -44,19 +56,24 @@ class DemoControls:
         fake = self.fakes.get(name)
         if fake is None:
             return f"{name} is not one of the demo's fake providers."
-        try:
+
+        def set_fault() -> None:
             if mode == "429":
                 fake.set_fault("429", retry_after=RATE_LIMIT_RETRY_AFTER_S)
             elif mode == "slow":
                 fake.set_fault("slow", latency_ms=SLOW_LATENCY_MS)
             else:
                 fake.set_fault(mode)  # type: ignore[arg-type]  # FaultConfigError if unknown
-        except FaultConfigError as exc:
+
+        try:
+            self.run_on_world(set_fault)
+        except (FaultConfigError, RuntimeError) as exc:  # RuntimeError: the world's loop is gone
             return f"Could not set that fault on {name}: {exc}"
         return f"fake {name} {FAULT_WORDS.get(mode, f'is now in mode {mode}')}"
 
     def toggle_traffic(self) -> bool:
-        return self.traffic.toggle()
+        result: bool = self.run_on_world(self.traffic.toggle)
+        return result
 
     def traffic_text(self) -> str:
         if not self.traffic.running:

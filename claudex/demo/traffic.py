@@ -5,6 +5,10 @@ and a few OpenAI chat completions to the "grok" profile, so the request log show
 row. Each request runs in its own task (a slow provider does not slow the pace) up to
 `max_in_flight`; failures are counted, never raised. Tests drive it deterministically with
 `send_one()` instead of the timed loop.
+
+It belongs to the event loop that runs it: call `start`, `toggle` and `close` there (the console
+demo runs it on the engine's thread and reaches it through `DemoControls.run_on_world`); reading
+`running` or `counts` from another thread is fine.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from textual.markup import escape
-from textual.widgets import Static
 
 from claudex.console.colors import variable
+from claudex.console.components.text_line import TextLine
 from claudex.console.format import duration, state_label
 
 
@@ -30,14 +30,23 @@ def member_text(name: str, profile: Mapping[str, Any] | None) -> str:
     return f"[{variable(colour)}]●[/] [b]{escape(name)}[/] [dim]{escape(words)}[/]"
 
 
-class ChainView(Static):
+class ChainView(TextLine):
+    """One line in a fixed-height box: a changed chain repaints it, with no layout."""
+
+    def __init__(self, text: str = "", *, id: str | None = None) -> None:
+        super().__init__(text, fixed_size=True, id=id)
+        self._title: str | None = None
+
     def show(self, selected: str | None, profiles: Mapping[str, Mapping[str, Any]]) -> None:
         if selected is None or selected not in profiles:
-            self.update("[dim]no profile selected[/]")
+            self.set_text("[dim]no profile selected[/]")
             return
         chain = [selected, *profiles[selected].get("backup_providers", [])]
         members = "  [dim]→[/]  ".join(member_text(n, profiles.get(n)) for n in chain)
-        self.border_title = f"failover chain of {escape(selected)}"
+        title = f"failover chain of {escape(selected)}"
+        if title != self._title:  # (setting it repaints, even to the same text)
+            self._title = title
+            self.border_title = title
         if len(chain) == 1:
             members += "  [dim](no backups: requests fail when it fails)[/]"
-        self.update(members)
+        self.set_text(members)

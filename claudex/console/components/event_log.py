@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from rich.text import Text
 from textual.widgets import RichLog
@@ -22,7 +22,8 @@ class EventLog(RichLog):
         self.palette: Mapping[str, str] = {}
         self.lines_written = 0
 
-    def add(self, event: Event) -> None:
+    def add(self, event: Event, repeats: int = 1) -> None:
+        """One line for `event`; `repeats` > 1 says it came that many times in a row."""
         if event.kind in QUIET_KINDS:
             return
         colour = event_colour(event)
@@ -32,7 +33,26 @@ class EventLog(RichLog):
             (f"{event.kind:<10}", f"bold {style}".strip()), " ",
             (safe(event.message, 400), style),
         )
+        if repeats > 1:
+            line.append(f" (×{repeats})", "dim")
         self._write(line)
+
+    def add_all(self, events: Iterable[Event]) -> None:
+        """Events in order, a run of the same sentence as one line: in an outage every failed
+        request says "all providers failed ...", and one line a refresh is enough."""
+        run: Event | None = None
+        count = 0
+        for event in events:
+            if event.kind in QUIET_KINDS:
+                continue
+            if run is not None and (event.kind, event.message) == (run.kind, run.message):
+                count += 1
+                continue
+            if run is not None:
+                self.add(run, count)
+            run, count = event, 1
+        if run is not None:
+            self.add(run, count)
 
     def _write(self, line: Text) -> None:
         # Wrap at the log's own width (RichLog would measure against the app console's).

@@ -9,9 +9,9 @@ from typing import Any
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.markup import escape
-from textual.widgets import Static
 
 from claudex.console.colors import variable
+from claudex.console.components.text_line import TextLine
 from claudex.console.format import colour_counts, duration, short_path
 
 
@@ -20,10 +20,12 @@ class HeaderBar(Horizontal):
         super().__init__(id=id)
         self.read_only = read_only
         self.extra = ""  # e.g. the demo's traffic state
+        self.left = TextLine("claudex", id="header-left")
+        self.right = TextLine("", fixed_size=True, id="header-right")  # see console.tcss
 
     def compose(self) -> ComposeResult:
-        yield Static("claudex", id="header-left")
-        yield Static("", id="header-right")
+        yield self.left
+        yield self.right
 
     def show(self, snapshot: Mapping[str, Any]) -> None:
         listen = escape(str(snapshot.get("listen") or "?"))
@@ -41,5 +43,5 @@ class HeaderBar(Horizontal):
                  f"{rate:.1f} req/s · {int(snapshot.get('requests') or 0):,} requests · "
                  f"{int(snapshot.get('in_flight') or 0)} in flight\n"
                  f"{int(snapshot.get('failovers') or 0):,} failovers · {dots}")
-        self.query_one("#header-left", Static).update(left)
-        self.query_one("#header-right", Static).update(right)
+        self.left.set_text(left)
+        self.right.set_text(right)

@@ -10,9 +10,10 @@ from textual import events
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
-from textual.widgets import Sparkline, Static
+from textual.widgets import Sparkline
 
 from claudex.console.colors import variable
+from claudex.console.components.text_line import TextLine
 from claudex.console.format import (
     breaker_words,
     counts_words,
@@ -23,23 +24,33 @@ from claudex.console.format import (
 )
 from claudex.console.messages import ProfileSelected
 
-COLOUR_CLASSES = ("-green", "-yellow", "-red")
+STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 
 
 class ProviderPanel(Vertical):
+    """Every line is a `TextLine` of fixed size except the probe (its width is `auto`), so a
+    refresh that changes a count or a countdown repaints that line alone, with no layout."""
+
     def __init__(self, name: str) -> None:
         super().__init__(classes="panel")
         self.profile_name = name
         self.border_title = escape(name)
+        self._subtitle = ""
+        self.status_line = TextLine(fixed_size=True, classes="panel-status")
+        self.breaker_line = TextLine(fixed_size=True, classes="panel-breaker")
+        self.probe_line = TextLine(classes="panel-probe")
+        self.spark = Sparkline([], classes="panel-spark")
+        self.counts_line = TextLine(fixed_size=True, classes="panel-counts")
+        self.error_line = TextLine(fixed_size=True, classes="panel-error")
 
     def compose(self) -> ComposeResult:
-        yield Static("", classes="panel-status")
-        yield Static("", classes="panel-breaker")
+        yield self.status_line
+        yield self.breaker_line
         with Horizontal(classes="panel-probe-row"):
-            yield Static("", classes="panel-probe")
-            yield Sparkline([], classes="panel-spark")
-        yield Static("", classes="panel-counts")
-        yield Static("", classes="panel-error")
+            yield self.probe_line
+            yield self.spark
+        yield self.counts_line
+        yield self.error_line
 
     def on_click(self, event: events.Click) -> None:
         self.post_message(ProfileSelected(self.profile_name))
@@ -50,25 +61,27 @@ class ProviderPanel(Vertical):
         breaker = profile.get("breaker") or {}
         stats = profile.get("stats") or {}
         colour = str(health.get("color") or "green")
-        for cls in COLOUR_CLASSES:
-            self.set_class(cls == f"-{colour}", cls)
-        self.set_class(selected, "-selected")
+        wanted = {f"-{colour}", "-selected"} if selected else {f"-{colour}"}
+        if wanted != self.classes & STATE_CLASSES:
+            # One restyle for the whole change (each set_class would restyle the panel).
+            for cls in STATE_CLASSES:
+                self.set_class(cls in wanted, cls, update=False)
+            self.update_node_styles()
         kind = protocol_label(str(profile.get("provider_type") or ""))
         default = " · default" if is_default else ""
-        self.border_subtitle = f"{kind}{default}" + (f" · fake: {fault}" if fault else "")
+        subtitle = f"{kind}{default}" + (f" · fake: {fault}" if fault else "")
+        if subtitle != self._subtitle:  # (setting it repaints, even to the same text)
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
         reason = escape(safe(str(health.get("reason") or colour), 80))
-        self.query_one(".panel-status", Static).update(
-            f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
-        self.query_one(".panel-breaker", Static).update(
-            f"[dim]breaker[/] {escape(breaker_words(breaker))}")
-        self.query_one(".panel-probe", Static).update(escape(probe_words(health)))
-        spark = self.query_one(".panel-spark", Sparkline)
+        self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
+        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}")
+        self.probe_line.set_text(escape(probe_words(health)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
         data = list(history)
         if len(data) == 1:
             data = data * 2
-        if list(spark.data or []) != data:
-            spark.data = data
-        self.query_one(".panel-counts", Static).update(escape(counts_words(stats)))
-        self.query_one(".panel-error", Static).update(
-            f"[dim]{escape(last_error_words(stats, now_wall))}[/]")
+        if list(self.spark.data or []) != data:
+            self.spark.data = data
+        self.counts_line.set_text(escape(counts_words(stats)))
+        self.error_line.set_text(f"[dim]{escape(last_error_words(stats, now_wall))}[/]")

@@ -221,10 +221,7 @@ class ActionsMixin(Screen[None]):
         except OSError as exc:
             self.notify(f"Could not read {path}: {exc.strerror}", severity="error")
             return False
-        from claudex.server.serve import register_secrets
-
-        register_secrets(config)
-        await self.link.apply_config(config)
+        await self.link.apply_config(config)  # (which registers its secrets for redaction)
         self.show_banner(None)
         self.request_refresh()
         return True

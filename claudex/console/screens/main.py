@@ -4,8 +4,13 @@ and the event log — fed by a coalesced refresh.
 How updates flow: a worker (`engine-events` group) drains the engine's event queue into an inbox
 and posts `EngineActivity`, which coalesces while pending. Each activity schedules one refresh no
 sooner than `MIN_REFRESH_S` after the previous one, and a one-second tick keeps countdowns and
-uptime moving. A refresh pulls `link.snapshot()` once and updates every widget from it, so the
-screen redraws at most ~10 times a second whatever the request rate.
+uptime moving. A refresh fetches one snapshot (`link.fresh_snapshot()`) and updates the widgets
+from it, so the screen redraws at most ~10 times a second whatever the request rate.
+
+What a refresh costs is what the proxy pays when it shares the process (and the GIL): a panel
+whose input (its part of the snapshot, its sparkline, selection, fault) has not changed is not
+touched, a line whose text has not changed is not redrawn (`TextLine`), and no redraw asks for a
+layout unless a size may change; the request log draws each row once (request_log.py).
 
 The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py); this module is the view.
 """
@@ -40,6 +45,12 @@ HISTORY: Final = 40          # latencies kept per provider for its sparkline
 INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI drops the oldest)
 
 FAULTS = Binding.Group("fault", compact=False)
+
+
+def _error_age(profile: Mapping[str, Any], now_wall: float) -> int | None:
+    """Whole seconds since the profile's last error: its panel says "3s ago", which moves."""
+    at = (profile.get("stats") or {}).get("last_error_at")
+    return int(now_wall - at) if isinstance(at, int | float) else None
 
 
 class MainScreen(ActionsMixin):
@@ -94,6 +105,8 @@ class MainScreen(ActionsMixin):
         self._history: dict[str, deque[float]] = {}
         self._probe_seen: dict[str, float | None] = {}
         self._panel_names: list[str] = []
+        self._panels: dict[str, ProviderPanel] = {}
+        self._panel_inputs: dict[str, tuple[Any, ...]] = {}
         self._last_refresh = -1e9
         self._refresh_pending = False
         self._refreshing = False
@@ -114,10 +127,15 @@ class MainScreen(ActionsMixin):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Looked up once: a query walks every widget, and each profile's panel has eight.
+        self._header = self.query_one(HeaderBar)
+        self._chain = self.query_one(ChainView)
+        self._requests = self.query_one(RequestLog)
+        self._events = self.query_one(EventLog)
         self.query_one("#requests-box").border_title = "requests"
-        self.query_one("#events").border_title = "events"
-        self.query_one(EventLog).palette = self.app.theme_variables
-        self.query_one(RequestLog).palette = self.app.theme_variables
+        self._events.border_title = "events"
+        self._events.palette = self.app.theme_variables
+        self._requests.palette = self.app.theme_variables
         # After the first layout, so the event log wraps lines at its real width.
         self.call_after_refresh(self._first_events)
         self.run_worker(self._pump_events(), group="engine-events", exit_on_error=False,
@@ -183,7 +201,7 @@ class MainScreen(ActionsMixin):
             self.refresh_count += 1
 
     async def _refresh(self) -> None:
-        snapshot = self.link.snapshot()
+        snapshot = await self.link.fresh_snapshot()
         self.snapshot_data = snapshot
         profiles: dict[str, dict[str, Any]] = {p["name"]: p for p in snapshot.get("profiles", [])}
         await self._sync_panels(list(profiles))
@@ -194,26 +212,34 @@ class MainScreen(ActionsMixin):
         self._note_probes(profiles)
         now_wall = self.wall()
         default = snapshot.get("default_profile")
-        for panel in self.query(ProviderPanel):
-            profile = profiles.get(panel.profile_name)
+        for name, panel in self._panels.items():
+            profile = profiles.get(name)
             if profile is None:
                 continue
-            fault = self.demo.fault_of(panel.profile_name) if self.demo else None
-            panel.show(profile, self._history.get(panel.profile_name, ()), now_wall,
-                       selected=panel.profile_name == self.selected,
-                       is_default=panel.profile_name == default,
-                       fault=None if fault in (None, "ok") else fault)
-        self.query_one(ChainView).show(self.selected, profiles)
-        header = self.query_one(HeaderBar)
-        header.extra = self.demo.traffic_text() if self.demo else ""
-        header.show(snapshot)
+            fault = self.demo.fault_of(name) if self.demo else None
+            fault = None if fault in (None, "ok") else fault
+            history = tuple(self._history.get(name, ()))
+            selected, is_default = name == self.selected, name == default
+            # The panel's whole input; when it has not changed, neither has the panel.
+            key = (profile, history, selected, is_default, fault, _error_age(profile, now_wall))
+            if self._panel_inputs.get(name) == key:
+                continue
+            panel.show(profile, history, now_wall, selected=selected, is_default=is_default,
+                       fault=fault)
+            self._panel_inputs[name] = key
+        self._chain.show(self.selected, profiles)
+        self._header.extra = self.demo.traffic_text() if self.demo else ""
+        self._header.show(snapshot)
 
     async def _sync_panels(self, names: list[str]) -> None:
         if names == self._panel_names:
             return
         container = self.query_one("#panels")
         await container.remove_children()
-        await container.mount_all([ProviderPanel(name) for name in names])
+        panels = {name: ProviderPanel(name) for name in names}
+        await container.mount_all(panels.values())
+        self._panels = panels
+        self._panel_inputs.clear()
         self._panel_names = names
         for gone in set(self._history) - set(names):
             del self._history[gone]
@@ -224,11 +250,10 @@ class MainScreen(ActionsMixin):
     def _drain_inbox(self) -> None:
         events = list(self._inbox)
         self._inbox.clear()
-        event_log = self.query_one(EventLog)
+        self._events.add_all(event for event in events if event.kind != "request")
         rows = []
         for event in events:
             if event.kind != "request":
-                event_log.add(event)
                 continue
             row = request_row(event, self.time_text)
             rows.append(row)
@@ -238,7 +263,7 @@ class MainScreen(ActionsMixin):
                 self._history_of(row.provider).append(row.latency_ms)
         if rows:
             # Only the newest rows can stay in the log; skip building table rows for the rest.
-            self.query_one(RequestLog).add_rows_from(rows[-MAX_ROWS:])
+            self._requests.add_rows_from(rows[-MAX_ROWS:])
 
     def _note_probes(self, profiles: Mapping[str, Mapping[str, Any]]) -> None:
         for name, profile in profiles.items():
@@ -273,10 +298,7 @@ class MainScreen(ActionsMixin):
             panel.scroll_visible(animate=False)
 
     def _panel(self, name: str | None) -> ProviderPanel | None:
-        for panel in self.query(ProviderPanel):
-            if panel.profile_name == name:
-                return panel
-        return None
+        return self._panels.get(name) if name is not None else None
 
     def on_profile_selected(self, message: ProfileSelected) -> None:
         self.select(message.name)
