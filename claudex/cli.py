@@ -34,7 +34,7 @@ def _load(args: argparse.Namespace) -> Config:
     if not path.exists():
         raise CliError(
             f"No config at {path}. Copy profiles.example.toml there, pass --config FILE, "
-            "or try `claudex demo --headless`."
+            "or try `claudex demo` (fake providers, no setup)."
         )
     try:
         return load_config(path)
