@@ -12,8 +12,9 @@ the new content) — either way no edit is silently lost.
 Secrets: the form takes the *name* of an environment variable; an inline `api_key` can be typed
 into a masked field but the stored one is never shown or put back into the form.
 
-The form itself (its field table, layout, widget <-> value conversions and the file snapshot) is
-`claudex.console.editor_fields`; this module keeps the screens' behaviour.
+The form itself (its field table, layout, widget <-> value conversions) is
+`claudex.console.editor_fields`, the file snapshot and the check `claudex.console.editor_snapshot`,
+and `ConflictScreen` `claudex.console.editor_conflict`; this module keeps the editor's behaviour.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from claudex.config.editing import (
     update_profile,
 )
 from claudex.config.model import Config, ConfigError, ConfigIssue
+from claudex.console.editor_conflict import ConflictScreen
 from claudex.console.editor_fields import (
     AUTH_FIELDS,
     BREAKER_FIELDS,
@@ -64,18 +66,16 @@ from claudex.console.editor_fields import (
     RETRY_FIELDS,
     TIMEOUT_FIELDS,
     Field,
-    FileSnapshot,
     Kind,
-    check_edit,
     fill_field,
     form_columns,
     read_form,
-    read_snapshot,
-    short_key,
     show_switch_state,
 )
+from claudex.console.editor_snapshot import FileSnapshot, check_edit, read_snapshot, short_key
 
-# The form's table lives in `editor_fields`; its names stay importable from here.
+# The form's table lives in `editor_fields` and `ConflictScreen` in `editor_conflict`; their names
+# stay importable from here.
 __all__ = [
     "AUTH_FIELDS",
     "BREAKER_FIELDS",
@@ -92,55 +92,6 @@ __all__ = [
 ]
 
 _W = TypeVar("_W", bound=Widget)
-
-
-class ConflictScreen(ModalScreen[str]):
-    """The file changed on disk: dismisses "reload", "overwrite" or "back"."""
-
-    DEFAULT_CSS = """
-    ConflictScreen { align: center middle; background: $background 60%; }
-    #conflict-dialog {
-        width: 84; max-width: 100%; height: auto; padding: 1 2;
-        border: thick $warning; background: $panel;
-    }
-    #conflict-message { margin-bottom: 1; }
-    #conflict-buttons { height: auto; align-horizontal: right; }
-    #conflict-buttons Button { margin-left: 1; }
-    """
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("r", "choose('reload')", "reload", id="editor.conflict.reload"),
-        Binding("o", "choose('overwrite')", "overwrite", id="editor.conflict.overwrite"),
-        Binding("escape", "choose('back')", "back", id="editor.conflict.back"),
-    ]
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="conflict-dialog"):
-            yield Static(
-                f"[b]{escape(self.path.name)} changed on disk[/]\n\n"
-                f"It was saved elsewhere after the editor opened it ({escape(str(self.path))}).\n\n"
-                "Reload (r): discard this form and show the file as it is now.\n"
-                "Overwrite (o): apply this form on top of the new file; the other changes stay.\n"
-                "Back (esc): return to the form without saving.",
-                id="conflict-message",
-            )
-            with Horizontal(id="conflict-buttons"):
-                yield Button("Reload (r)", id="reload")
-                yield Button("Overwrite (o)", variant="warning", id="overwrite")
-                yield Button("Back (esc)", id="back")
-
-    def on_mount(self) -> None:
-        self.query_one("#back", Button).focus()
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        self.dismiss(event.button.id or "back")
-
-    def action_choose(self, choice: str) -> None:
-        self.dismiss(choice)
 
 
 class ProfileEditorScreen(ModalScreen[bool]):

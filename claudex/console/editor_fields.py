@@ -8,7 +8,8 @@ screen is left with loading, live checking and saving:
 - the conversions: `fill_field` shows a profile's keys as written, `read_form` turns the widgets
   back into the values to write (None removes a key) and the problems in the form's own text;
 - `read_snapshot`, the file as the editor read it, and `check_edit`, the issues `claudex check`
-  would report for the file the form would write.
+  would report for the file the form would write: these live in `claudex.console.editor_snapshot`
+  and stay importable from here.
 
 Widgets are reached through a `WidgetLookup` (the screen's remembered `query_one`): the form is
 read on every keystroke.
@@ -19,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
 from textual.containers import Grid, Horizontal, VerticalScroll
@@ -37,24 +37,32 @@ from textual.widgets import (
     TextArea,
 )
 
-from claudex.config.editing import (
-    EditError,
-    Fingerprint,
-    profile_from_text,
-    profile_names,
-    read_config_text,
-    with_profile_added,
-    with_profile_updated,
-)
-from claudex.config.loader import parse_config
-from claudex.config.model import (
-    AUTH_TYPES,
-    OAUTH_PROVIDERS,
-    PROVIDER_TYPES,
-    Config,
-    ConfigError,
-    ConfigIssue,
-)
+from claudex.config.model import AUTH_TYPES, OAUTH_PROVIDERS, PROVIDER_TYPES, Config
+from claudex.console.editor_snapshot import FileSnapshot, check_edit, read_snapshot, short_key
+
+__all__ = [
+    "AUTH_FIELDS",
+    "BREAKER_FIELDS",
+    "FIELDS",
+    "FORM_CSS",
+    "FORM_KEYS",
+    "MAP_FIELDS",
+    "PROVIDER_FIELDS",
+    "RETRY_FIELDS",
+    "TIMEOUT_FIELDS",
+    "Field",
+    "FileSnapshot",
+    "Kind",
+    "WidgetLookup",
+    "check_edit",
+    "fill_field",
+    "form_columns",
+    "read_form",
+    "read_snapshot",
+    "short_key",
+    "show_switch_state",
+    "widget_id",
+]
 
 _W = TypeVar("_W", bound=Widget)
 Kind = Literal["text", "int", "number", "select", "switch", "lines", "secret"]
@@ -125,7 +133,6 @@ FIELDS = (
 FORM_KEYS = (*(f.key for f in FIELDS), "backup_providers")
 
 _INTEGER = re.compile(r"[+-]?\d+")
-_INDEXED_PROFILE = re.compile(r"^profiles\[\d+\]\.")
 _NUMBER = r"[0-9.eE+-]*"
 
 # The form's part of the editor screen's CSS (the screen prepends it to its own).
@@ -376,56 +383,3 @@ def _parse_lines(text: str, key: str, errors: list[str]) -> dict[str, str]:
             continue
         table[name.strip()] = value.strip()
     return table
-
-
-# -- the file ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FileSnapshot:
-    """The file as the editor read it (in a worker thread: tomlkit is slow-ish)."""
-
-    text: str
-    fingerprint: Fingerprint
-    profile: dict[str, Any]  # the edited profile's keys as written; {} for a new one
-    names: list[str]
-    config: Config | None  # for the inherited values shown in empty fields; None if invalid
-
-
-def read_snapshot(path: Path, name: str | None) -> FileSnapshot:
-    text, fingerprint = read_config_text(path)
-    file = str(path)
-    profile = profile_from_text(text, name, file=file) if name is not None else {}
-    try:
-        config: Config | None = parse_config(text, file)
-    except ConfigError:
-        config = None
-    return FileSnapshot(text, fingerprint, profile, profile_names(text, file=file), config)
-
-
-def check_edit(
-    text: str, profile_name: str | None, values: Mapping[str, Any], file: str
-) -> list[ConfigIssue]:
-    """The issues `claudex check` would report once `values` are saved into `text`.
-
-    `profile_name` None adds a profile. Slow-ish (tomlkit and the validator): run it in a thread.
-    """
-    try:
-        if profile_name is None:
-            edited = with_profile_added(text, values, file=file)
-        else:
-            edited = with_profile_updated(text, profile_name, values, file=file)
-        parse_config(edited, file)
-    except ConfigError as error:
-        return list(error.issues)
-    except (EditError, TypeError) as error:
-        return [ConfigIssue(file, None, "profiles", str(error))]
-    return []
-
-
-def short_key(key: str, typed_name: str) -> str:
-    """An issue's key without this profile's prefix: `base_url`, not `profiles.x.base_url`."""
-    if typed_name:
-        return key.removeprefix(f"profiles.{typed_name}.")
-    # A nameless profile is located by its index; the only nameless one is likely ours.
-    return _INDEXED_PROFILE.sub("", key, count=1)

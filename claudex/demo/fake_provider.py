@@ -15,6 +15,9 @@ Every request except the control routes is recorded in `requests` (header names 
 Control routes ignore faults; while "down" nothing is reachable, so a fault set from another process
 should carry `duration_s` if it is to end by itself.
 
+How answers are written (JSON, errors, SSE streams, dropped connections) is `fake_streams`; the
+control routes are `fake_control`.
+
 To run fakes in a process of their own (benchmarks, a demo in another terminal), see
 `claudex.demo.serve_fakes`.
 """
@@ -22,7 +25,6 @@ To run fakes in a process of their own (benchmarks, a demo in another terminal),
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import Iterable, Sequence
 from enum import Enum
@@ -33,8 +35,10 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from claudex.demo import fake_replies as replies
+from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
-from claudex.demo.fake_replies import BadRequest, ErrorKind, Protocol
+from claudex.demo.fake_replies import BadRequest, Protocol
+from claudex.demo.fake_streams import ReplyWriter, drop
 from claudex.demo.faults import (
     FAULTS_FOR_MODELS,
     Fault,
@@ -82,10 +86,6 @@ KEEP: Final = _Keep.KEEP
 """`set_fault(valid_tokens=KEEP)` (the default) leaves the accepted tokens as they are."""
 
 
-def _seconds_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
 class FakeProvider:
     """One fake provider listening on `host:port` (port 0 picks a free one at start)."""
 
@@ -126,9 +126,7 @@ class FakeProvider:
         self._busy: dict[RequestHandler, int] = {}
         self._expiry: asyncio.TimerHandle | None = None
         self._arrival: asyncio.Future[None] | None = None
-        self._id_prefix = secrets.token_hex(4)
-        self._id_seq = 0
-        self._request_id_header = "request-id" if protocol == "anthropic" else "x-request-id"
+        self._writer = ReplyWriter(self, self._pause)
 
     # ------------------------------------------------------------ public surface
 
@@ -317,11 +315,11 @@ class FakeProvider:
         self._busy[connection] = self._busy.get(connection, 0) + 1
         try:
             if request.path.startswith("/_fake/"):
-                return await self._control(request)
+                return await control_response(self, request)
             return await self._serve(request)
         except ConnectionError:
             # The client went away mid-answer (a benchmark stopping, a client timeout).
-            return self._drop(request)
+            return drop(request)
         finally:
             remaining = self._busy[connection] - 1
             if remaining:
@@ -333,7 +331,7 @@ class FakeProvider:
         faults = self._faults
         if faults.mode == "down":
             # Arrived on a connection opened before the switch: a dead server would drop it.
-            return self._drop(request)
+            return drop(request)
         headers = {name.lower(): value for name, value in request.headers.items()}
         raw = await request.read() if request.body_exists else b""
         body = parse_json_body(raw)
@@ -341,150 +339,52 @@ class FakeProvider:
         route = self._routes.get(request.path)
         if route is None:
             message = f"Unknown request URL: {request.method} {request.path}."
-            return self._error("not_found", message)
+            return self._writer.error("not_found", message)
         method, kind = route
         if request.method != method:
-            return self._error("method", f"Method {request.method} not allowed on {request.path}.")
+            return self._writer.error(
+                "method", f"Method {request.method} not allowed on {request.path}."
+            )
         if faults.valid_tokens is not None and not any(
             token in faults.valid_tokens for token in presented_tokens(headers)
         ):
-            return self._error("auth")
+            return self._writer.error("auth")
         mode = self._take_fault(kind)
         if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
-            return self._drop(request)
+            return drop(request)
         if mode == "hang":
             await self._hang_release.wait()
-            return self._drop(request)
-        failure = self._failure_response(mode, faults)
+            return drop(request)
+        failure = self._writer.failure_response(mode, faults)
         if failure is not None:
             return failure
         if mode == "down":
-            return self._drop(request)
+            return drop(request)
         if kind == "models":
-            return self._models()
+            return self._writer.models()
         streaming = isinstance(body, dict) and body.get("stream") is True
         if mode in ("cut", "cut_before_content") and not streaming:
-            return self._drop(request)
+            return drop(request)
         if mode == "stream_error" and not streaming:
-            return self._error("overloaded")
+            return self._writer.error("overloaded")
         try:
             reply = replies.plan_reply(
                 self.protocol,
                 self.name,
                 body,
                 len(raw),
-                self._next_id(),
+                self._writer.next_id(),
                 needs_max_tokens=kind == "messages",
             )
         except BadRequest as error:
-            return self._error("invalid_request", str(error))
+            return self._writer.error("invalid_request", str(error))
         if kind == "count_tokens":
-            return self._json(200, {"input_tokens": reply.input_tokens})
+            return self._writer.json(200, {"input_tokens": reply.input_tokens})
         if streaming:
-            return await self._stream(request, reply, body, mode)
+            return await self._writer.stream(request, reply, body, mode)
         if self.protocol == "anthropic":
-            return self._json(200, replies.anthropic_message(reply))
-        return self._json(200, replies.openai_completion(reply, int(time.time())))
-
-    def _failure_response(self, mode: Fault, faults: FaultState) -> web.Response | None:
-        if mode == "500":
-            return self._error("server")
-        if mode == "529":
-            return self._error("overloaded")
-        if mode == "401":
-            return self._error("auth")
-        if mode == "429":
-            response = self._error("rate_limit")
-            if faults.retry_after is not None:
-                value = faults.retry_after
-                response.headers["retry-after"] = (
-                    value if isinstance(value, str) else _seconds_text(value)
-                )
-            if faults.retry_after_ms is not None:
-                response.headers["retry-after-ms"] = _seconds_text(faults.retry_after_ms)
-            return response
-        return None
-
-    async def _stream(
-        self, request: web.BaseRequest, reply: replies.Reply, body: dict[str, Any], mode: Fault
-    ) -> web.StreamResponse:
-        if self.protocol == "anthropic":
-            parts = replies.anthropic_stream(reply)
-        else:
-            options = body.get("stream_options")
-            include_usage = isinstance(options, dict) and options.get("include_usage") is True
-            parts = replies.openai_stream(reply, int(time.time()), include_usage)
-        response = web.StreamResponse(
-            status=200,
-            headers={
-                "Content-Type": "text/event-stream; charset=utf-8",
-                "Cache-Control": "no-cache",
-                "x-fake-provider": self.name,
-                self._request_id_header: "req_" + reply.id,
-            },
-        )
-        await response.prepare(request)
-        # The first content delta brings its block's opening with it, so with
-        # cut_after_events=0 the failure comes before any content event (the commit point).
-        cut_at = self._faults.cut_after_events
-        content = [*parts.opening, *parts.deltas[:cut_at]] if cut_at > 0 else []
-        if mode == "cut_before_content":
-            await self._send(response, parts.preamble)
-            return self._drop(request, response)
-        if mode == "cut":
-            await self._send(response, [*parts.preamble, *content])
-            return self._drop(request, response)
-        if mode == "stream_error":
-            events = [*parts.preamble, *content, parts.error]
-        elif self.stream_delay_ms > 0:
-            events = [*parts.preamble, *parts.opening, *parts.deltas, *parts.closing]
-        else:
-            events = [parts.everything]
-        if not await self._send(response, events):
-            return self._drop(request, response)
-        return response  # aiohttp ends the chunked body
-
-    async def _send(self, response: web.StreamResponse, events: list[bytes]) -> bool:
-        """Write the events, pausing `stream_delay_ms` between them; False if stopping."""
-        if self.stream_delay_ms <= 0:
-            await response.write(b"".join(events))
-            return True
-        for index, event in enumerate(events):
-            if index and not await self._pause(self.stream_delay_ms / 1000):
-                return False
-            await response.write(event)
-        return True
-
-    def _drop(
-        self, request: web.BaseRequest, response: web.StreamResponse | None = None
-    ) -> web.StreamResponse:
-        """Close the connection without (finishing) an answer; what was written is flushed."""
-        request.protocol.force_close()
-        return response if response is not None else web.Response()
-
-    def _models(self) -> web.Response:
-        if self.protocol == "anthropic":
-            return self._json(200, replies.anthropic_models(self.models))
-        return self._json(200, replies.openai_models(self.models, self.name))
-
-    def _error(self, kind: ErrorKind, message: str | None = None) -> web.Response:
-        status, payload = replies.error_reply(self.protocol, kind, message)
-        return self._json(status, payload)
-
-    def _json(self, status: int, payload: dict[str, Any]) -> web.Response:
-        return web.Response(
-            status=status,
-            body=replies.dumps_bytes(payload),
-            headers={
-                "Content-Type": "application/json",
-                "x-fake-provider": self.name,
-                self._request_id_header: "req_" + self._next_id(),
-            },
-        )
-
-    def _next_id(self) -> str:
-        self._id_seq += 1
-        return f"{self._id_prefix}{self._id_seq:08x}"
+            return self._writer.json(200, replies.anthropic_message(reply))
+        return self._writer.json(200, replies.openai_completion(reply, int(time.time())))
 
     def _record(self, request: web.BaseRequest, headers: dict[str, str], body: Any) -> None:
         self._request_count += 1
@@ -499,33 +399,6 @@ class FakeProvider:
         )
         if len(self.requests) > self.max_recorded:
             del self.requests[: len(self.requests) - self.max_recorded // 2]
-
-    # ------------------------------------------------------------ control routes
-
-    async def _control(self, request: web.BaseRequest) -> web.Response:
-        path, method = request.path, request.method
-        if path == "/_fake/state" and method == "GET":
-            return web.json_response(self.state())
-        if path == "/_fake/reset" and method == "POST":
-            self.faults = FaultState()
-            self.reset_log()
-            return web.json_response(self.state())
-        if path == "/_fake/fault" and method == "POST":
-            body = parse_json_body(await request.read())
-            if not isinstance(body, dict) or "mode" not in body:
-                return web.json_response(
-                    {"error": 'expected a JSON object with "mode"'}, status=400
-                )
-            settings = {key: value for key, value in body.items() if key != "mode"}
-            try:
-                state = make_fault_state(
-                    body["mode"], settings, valid_tokens=self._faults.valid_tokens
-                )
-            except FaultConfigError as error:
-                return web.json_response({"error": str(error)}, status=400)
-            self.faults = state
-            return web.json_response(self.state())
-        return web.json_response({"error": f"no control route {method} {path}"}, status=404)
 
 
 async def start_fakes(

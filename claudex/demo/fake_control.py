@@ -1,0 +1,41 @@
+"""The control routes of a fake provider: `GET /_fake/state`, `POST /_fake/fault`,
+`POST /_fake/reset`.
+
+They let another process (a demo terminal, a benchmark) switch a `FakeProvider`'s faults; they
+ignore faults themselves and are not recorded in `requests`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from claudex.demo.faults import FaultConfigError, FaultState, make_fault_state
+from claudex.demo.recording import parse_json_body
+
+if TYPE_CHECKING:
+    from claudex.demo.fake_provider import FakeProvider
+
+
+async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.Response:
+    """Answer a request under `/_fake/` for `fake`."""
+    path, method = request.path, request.method
+    if path == "/_fake/state" and method == "GET":
+        return web.json_response(fake.state())
+    if path == "/_fake/reset" and method == "POST":
+        fake.faults = FaultState()
+        fake.reset_log()
+        return web.json_response(fake.state())
+    if path == "/_fake/fault" and method == "POST":
+        body = parse_json_body(await request.read())
+        if not isinstance(body, dict) or "mode" not in body:
+            return web.json_response({"error": 'expected a JSON object with "mode"'}, status=400)
+        settings = {key: value for key, value in body.items() if key != "mode"}
+        try:
+            state = make_fault_state(body["mode"], settings, valid_tokens=fake.faults.valid_tokens)
+        except FaultConfigError as error:
+            return web.json_response({"error": str(error)}, status=400)
+        fake.faults = state
+        return web.json_response(fake.state())
+    return web.json_response({"error": f"no control route {method} {path}"}, status=404)
