@@ -25,8 +25,7 @@ from claudex.demo.world import DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer, start_in_background
-from claudex.server.security import is_loopback_host
-from claudex.server.serve import ServeError, register_secrets, resolve_token
+from claudex.server.serve import ServeError, listen_token, register_secrets
 
 
 class HostError(Exception):
@@ -54,14 +53,10 @@ async def host_config(config: Config, *, health: bool = True,
                       **engine_kw: Any) -> Hosted:
     """Start an engine on `config` and serve the proxy on its `[proxy]` host and port."""
     host, port = config.proxy.host, config.proxy.port
-    if not is_loopback_host(host) and not config.proxy.auth_token_env:
-        raise HostError(f"Refusing to listen on {host}: a non-loopback address needs "
-                        "proxy.auth_token_env so clients must present a token.")
     try:
-        token = resolve_token(config)
+        token = listen_token(config, host)
     except ServeError as exc:
         raise HostError(str(exc)) from None
-    register_secrets(config)
     path = config.path
     reload: Callable[[], Config] | None = None
     if path is not None:

@@ -32,6 +32,17 @@ def resolve_token(config: Config) -> str | None:
     return token
 
 
+def listen_token(config: Config, host: str) -> str | None:
+    """Check that `host` may be used and return the token clients must send (or None).
+    Registers the config's secrets with the log redaction. Raises ServeError with the reason."""
+    if not is_loopback_host(host) and not config.proxy.auth_token_env:
+        raise ServeError(f"Refusing to listen on {host}: a non-loopback address needs "
+                         "proxy.auth_token_env so clients must present a token.")
+    token = resolve_token(config)
+    register_secrets(config)
+    return token
+
+
 def register_secrets(config: Config) -> None:
     secrets = [p.api_key for p in config.profiles]
     secrets += [os.environ.get(p.api_key_env, "") for p in config.profiles if p.api_key_env]
@@ -43,14 +54,10 @@ def register_secrets(config: Config) -> None:
 def serve_forever(config: Config, *, host: str, port: int, config_path: Path | None) -> int:
     from claudex.cli import CliError
 
-    if not is_loopback_host(host) and not config.proxy.auth_token_env:
-        raise CliError(f"Refusing to listen on {host}: a non-loopback address needs "
-                       "proxy.auth_token_env so clients must present a token.")
     try:
-        token = resolve_token(config)
+        token = listen_token(config, host)
     except ServeError as exc:
         raise CliError(str(exc)) from None
-    register_secrets(config)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
