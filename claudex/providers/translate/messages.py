@@ -29,6 +29,7 @@ from claudex.providers.translate.content import (
     user_block_to_openai,
 )
 from claudex.providers.translate.drops import Drops
+from claudex.providers.translate.responses import arguments_object
 from claudex.providers.translate.tools import ToolNameMap
 
 TOOL_ERROR_PREFIX = "[tool error] "
@@ -253,15 +254,8 @@ def _assistant_to_anthropic(message: dict[str, Any], names: ToolNameMap,
 
 
 def _arguments_object(arguments: Any, drops: Drops) -> dict[str, Any]:
-    if isinstance(arguments, dict):
-        return arguments
-    if not arguments:
+    value = arguments_object(arguments)
+    if value is None:
+        drops.add("tool_calls.arguments (not a JSON object)")
         return {}
-    try:
-        value = json.loads(arguments)
-    except (TypeError, ValueError):
-        value = None
-    if isinstance(value, dict):
-        return value
-    drops.add("tool_calls.arguments (not a JSON object)")
-    return {}
+    return value

@@ -36,8 +36,9 @@ def synthetic_id(prefix: str, *seed: object) -> str:
     return f"{prefix}{digest}"
 
 
-def parse_arguments(arguments: Any, tool_name: str) -> dict[str, Any]:
-    """A tool call's JSON argument string as the object Anthropic's `input` must be."""
+def arguments_object(arguments: Any) -> dict[str, Any] | None:
+    """A tool call's arguments (a JSON string, or already an object) as the object Anthropic's
+    `input` must be; None when they are not a JSON object."""
     if isinstance(arguments, dict):
         return arguments
     if not arguments:
@@ -45,13 +46,19 @@ def parse_arguments(arguments: Any, tool_name: str) -> dict[str, Any]:
     try:
         value = json.loads(arguments)
     except (TypeError, ValueError):
-        value = None
-    if isinstance(value, dict):
-        return value
-    # The model produced malformed arguments; the client's tool will report missing input and
-    # the model can try again, which is what a bad call gets against Anthropic too.
-    log.warning("tool call %s: arguments are not a JSON object; passing {}", tool_name)
-    return {}
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def parse_arguments(arguments: Any, tool_name: str) -> dict[str, Any]:
+    """Arguments from a model's answer; malformed ones become {}."""
+    value = arguments_object(arguments)
+    if value is None:
+        # The model produced malformed arguments; the client's tool will report missing input
+        # and the model can try again, which is what a bad call gets against Anthropic too.
+        log.warning("tool call %s: arguments are not a JSON object; passing {}", tool_name)
+        return {}
+    return value
 
 
 def _first_choice(body: dict[str, Any]) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from claudex.providers.translate.errors import (
 )
 from claudex.providers.translate.reasons import anthropic_stop_reason, anthropic_usage
 from claudex.providers.translate.responses import UNKNOWN_MODEL, synthetic_id
+from claudex.providers.translate.stream_base import StreamTranslator
 from claudex.providers.translate.tools import ToolNameMap
 from claudex.providers.translate.wire import (
-    EventReader,
     as_object,
     parse_json_object,
     sse_event,
@@ -51,13 +51,13 @@ class _ToolCall:
     block_index: int | None = None  # set once its content_block_start went out
 
 
-class OpenAIToAnthropicStream:
+class OpenAIToAnthropicStream(StreamTranslator):
     def __init__(self, *, tool_names: ToolNameMap, model: str | None,
                  message_id: str | None = None) -> None:
+        super().__init__()
         self._names = tool_names
         self._model = model
         self._message_id = message_id
-        self._reader = EventReader()
         self._started = False
         self._next_index = 0
         self._open_kind: str | None = None      # "text" | "tool" | None
@@ -68,47 +68,14 @@ class OpenAIToAnthropicStream:
         self._finish_reason: Any = None
         self._refused = False
         self._usage: dict[str, Any] | None = None
-        self._finished = False
-        self._closed = False
-        self._error: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        """The upstream said it was done: `[DONE]` or a finish_reason arrived."""
-        return self._finished
-
-    @property
-    def error(self) -> str | None:
-        """The upstream's error message, once an in-stream error arrived."""
-        return self._error
-
-    def feed(self, chunk: bytes) -> bytes:
-        if self._closed or self._error is not None:
-            return b""
-        return self._handle(self._reader.feed(chunk))
-
-    def finish(self) -> bytes:
-        if self._closed or self._error is not None:
-            return b""
-        out = self._handle(self._reader.flush())
-        return out + self._close_message()
 
     # -- events ----------------------------------------------------------------------------
-
-    def _handle(self, events: list[SseEvent]) -> bytes:
-        out = bytearray()
-        for event in events:
-            out += self._on_event(event)
-            if self._closed or self._error is not None:
-                self._reader.discard()
-                break
-        return bytes(out)
 
     def _on_event(self, event: SseEvent) -> bytes:
         data = event.data.strip()
         if data == "[DONE]":
             self._finished = True
-            return self._close_message()
+            return self._close()
         payload = parse_json_object(data)
         if payload is None:
             if event.event == "error":
@@ -245,7 +212,7 @@ class OpenAIToAnthropicStream:
         self._open_tool = tool
         return out
 
-    def _close_message(self) -> bytes:
+    def _close(self) -> bytes:
         if self._closed:
             return b""
         out = self._start({})

@@ -28,10 +28,10 @@ from claudex.providers.translate.errors import (
 )
 from claudex.providers.translate.reasons import openai_finish_reason, openai_usage
 from claudex.providers.translate.responses import UNKNOWN_MODEL, synthetic_id
+from claudex.providers.translate.stream_base import StreamTranslator
 from claudex.providers.translate.tools import ToolNameMap
 from claudex.providers.translate.wire import (
     SSE_DONE,
-    EventReader,
     as_object,
     parse_json_object,
     sse_data,
@@ -40,16 +40,16 @@ from claudex.providers.translate.wire import (
 log = logging.getLogger("claudex.translate")
 
 
-class AnthropicToOpenAIStream:
+class AnthropicToOpenAIStream(StreamTranslator):
     def __init__(self, *, tool_names: ToolNameMap, model: str | None,
                  message_id: str | None = None, include_usage: bool = False,
                  created: int | None = None) -> None:
+        super().__init__()
         self._names = tool_names
         self._model = model or UNKNOWN_MODEL
         self._id = message_id
         self._include_usage = include_usage
         self._created = created if created is not None else int(time.time())
-        self._reader = EventReader()
         self._role_sent = False
         self._block_kinds: dict[int, str] = {}
         self._tool_ordinals: dict[int, int] = {}   # Anthropic block index -> OpenAI tool index
@@ -57,40 +57,8 @@ class AnthropicToOpenAIStream:
         self._paragraph_due = False
         self._stop_reason: Any = None
         self._usage: dict[str, Any] = {}
-        self._finished = False
-        self._closed = False
-        self._error: str | None = None
-
-    @property
-    def finished(self) -> bool:
-        """The upstream said it was done: a stop reason or message_stop arrived."""
-        return self._finished
-
-    @property
-    def error(self) -> str | None:
-        """The upstream's error message, once an in-stream error arrived."""
-        return self._error
-
-    def feed(self, chunk: bytes) -> bytes:
-        if self._closed or self._error is not None:
-            return b""
-        return self._handle(self._reader.feed(chunk))
-
-    def finish(self) -> bytes:
-        if self._closed or self._error is not None:
-            return b""
-        return self._handle(self._reader.flush()) + self._close()
 
     # -- events ----------------------------------------------------------------------------
-
-    def _handle(self, events: list[SseEvent]) -> bytes:
-        out = bytearray()
-        for event in events:
-            out += self._on_event(event)
-            if self._closed or self._error is not None:
-                self._reader.discard()
-                break
-        return bytes(out)
 
     def _on_event(self, event: SseEvent) -> bytes:
         payload = parse_json_object(event.data)
