@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
+from claudex.engine.credentials import AuthHeaders
 from claudex.engine.request import ProxyRequest
 from claudex.providers import anthropic, openai
 from claudex.providers import translate as tr
@@ -74,8 +76,47 @@ def map_model(profile: Profile, requested: str | None, addressed: bool) -> str |
     return profile.default_model or requested
 
 
+def merge_beta(*values: str | None) -> str | None:
+    """Comma-separated `anthropic-beta` values merged in order, without repeats."""
+    seen: list[str] = []
+    for value in values:
+        for item in (value or "").split(","):
+            item = item.strip()
+            if item and item not in seen:
+                seen.append(item)
+    return ",".join(seen) or None
+
+
+def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
+                     client: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Protocol, credential and custom headers for a request to `profile` — forwarded requests
+    and health probes alike. `client` holds the headers worth carrying over from an
+    Anthropic-protocol client (version, beta, and its credentials for passthrough profiles)."""
+    client = client or {}
+    headers: dict[str, str] = {}
+    if profile.protocol == "anthropic":
+        headers["anthropic-version"] = client.get("anthropic-version") or \
+            anthropic.DEFAULT_VERSION
+        beta = merge_beta(client.get("anthropic-beta"), auth.beta if auth else None)
+        if beta:
+            headers["anthropic-beta"] = beta
+    if profile.auth_type == "passthrough":
+        for key in ("authorization", "x-api-key"):
+            value = client.get(key)
+            if value:
+                headers[key] = value
+    elif auth is not None:
+        headers.update(auth.headers)
+    headers.update(profile.custom_headers)
+    return headers
+
+
 def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k in ("authorization", "x-api-key") if (v := headers.get(k))}
 
 
 class Exchange:
@@ -91,6 +132,17 @@ class Exchange:
         self._tool_names = tr.ToolNameMap()
 
     # -- request ---------------------------------------------------------------------------------
+
+    def headers(self, auth: AuthHeaders | None) -> dict[str, str]:
+        req = self.req
+        headers = {"content-type": "application/json"}
+        if req.stream:
+            headers["accept"] = "text/event-stream"
+        # anthropic-version/-beta are carried over only between Anthropic-protocol ends; the
+        # client's credentials only to a passthrough profile (upstream_headers decides).
+        client = req.headers if req.protocol == "anthropic" else _credentials_only(req.headers)
+        headers.update(upstream_headers(self.profile, auth, client=client))
+        return headers
 
     def url(self) -> str:
         if self.upstream == "anthropic":

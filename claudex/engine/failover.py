@@ -18,7 +18,7 @@ from claudex.engine.answers import all_failed, error_result, passed_headers, tag
 from claudex.engine.breaker import BreakerState
 from claudex.engine.classify import Outcome, classify_status, map_transport_error
 from claudex.engine.clock import Clock, Sleep, WallClock
-from claudex.engine.credentials import AuthHeaders, CredentialError
+from claudex.engine.credentials import CredentialError
 from claudex.engine.events import Event, EventBus
 from claudex.engine.exchange import Exchange
 from claudex.engine.ledger import Ledger, Trail
@@ -43,16 +43,6 @@ class EngineCore(Protocol):
     totals: GlobalStats
 
     def escalate(self, sentence: str) -> None: ...
-
-
-def _merge_beta(*values: str | None) -> str | None:
-    seen: list[str] = []
-    for value in values:
-        for item in (value or "").split(","):
-            item = item.strip()
-            if item and item not in seen:
-                seen.append(item)
-    return ",".join(seen) or None
 
 
 def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
@@ -184,7 +174,7 @@ class Forwarder:
             rt.stats.requests += 1
             try:
                 resp = await core.transport.send(
-                    profile.name, "POST", url, self._headers(exchange, auth), body,
+                    profile.name, "POST", url, exchange.headers(auth), body,
                     connect_timeout=profile.connect_timeout, read_timeout=profile.read_timeout,
                 )
             except Exception as exc:  # mapped at one place: classify.map_transport_error
@@ -262,30 +252,6 @@ class Forwarder:
                 rt.health.auth_failing = True
             ledger.fail(attempt)
             return None
-
-    def _headers(self, exchange: Exchange, auth: AuthHeaders | None) -> dict[str, str]:
-        req, profile = exchange.req, exchange.profile
-        client = req.headers
-        headers = {"content-type": "application/json"}
-        if req.stream:
-            headers["accept"] = "text/event-stream"
-        if profile.protocol == "anthropic":
-            # anthropic-version/-beta are forwarded only between Anthropic-protocol ends.
-            version = client.get("anthropic-version") if req.protocol == "anthropic" else None
-            headers["anthropic-version"] = version or anthropic.DEFAULT_VERSION
-            client_beta = client.get("anthropic-beta") if req.protocol == "anthropic" else None
-            beta = _merge_beta(client_beta, auth.beta if auth else None)
-            if beta:
-                headers["anthropic-beta"] = beta
-        if profile.auth_type == "passthrough":
-            for key in ("authorization", "x-api-key"):
-                value = client.get(key)
-                if value:
-                    headers[key] = value
-        elif auth is not None:
-            headers.update(auth.headers)
-        headers.update(profile.custom_headers)
-        return headers
 
     def _local_token_estimate(self, req: ProxyRequest, provider: str,
                               attempts: list[Attempt]) -> ForwardResult:

@@ -19,6 +19,7 @@ from claudex.engine.classify import Outcome, classify_status, map_transport_erro
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import CredentialError
 from claudex.engine.events import Event, EventBus
+from claudex.engine.exchange import upstream_headers
 from claudex.engine.runtime import ProviderRuntime
 from claudex.providers import anthropic, openai
 
@@ -68,18 +69,12 @@ class HealthChecker:
         timeout = self.core.config.health.timeout_seconds
         health = rt.health
         for refreshed in (False, True):
-            headers = dict(profile.custom_headers)
             try:
                 auth = await rt.credentials.auth_headers()
             except CredentialError as exc:
                 self._record_failure(rt, str(exc), count=False)
                 return
-            if auth is not None:
-                headers.update(auth.headers)
-                if auth.beta:
-                    headers["anthropic-beta"] = auth.beta
-            if profile.protocol == "anthropic":
-                headers["anthropic-version"] = anthropic.DEFAULT_VERSION
+            headers = upstream_headers(profile, auth)
             started = self.core.clock()
             try:
                 resp = await self.http.get(url, headers=headers, timeout=timeout)
