@@ -257,29 +257,27 @@ class _Builder:
         self, base: BreakerSettings, values: dict[str, Any], where: _Where
     ) -> BreakerSettings:
         merged = replace(base, **values)
-        if merged.max_recovery_seconds < merged.recovery_seconds:
-            key = "max_recovery_seconds" if "max_recovery_seconds" in values else "recovery_seconds"
-            if key in values:
-                self._report(
-                    where.child(key),
-                    f"max_recovery_seconds ({merged.max_recovery_seconds:g}) must not be less "
-                    f"than recovery_seconds ({merged.recovery_seconds:g})",
-                )
+        self._check_order(merged, values, where, "recovery_seconds", "max_recovery_seconds")
         return merged
 
     def _merge_retry(
         self, base: RetrySettings, values: dict[str, Any], where: _Where
     ) -> RetrySettings:
         merged = replace(base, **values)
-        if merged.max_delay < merged.initial_delay:
-            key = "max_delay" if "max_delay" in values else "initial_delay"
+        self._check_order(merged, values, where, "initial_delay", "max_delay")
+        return merged
+
+    def _check_order(self, merged: object, values: dict[str, Any], where: _Where,
+                     low: str, high: str) -> None:
+        """`high` must not be below `low` once merged; blame the key this table set."""
+        low_value, high_value = getattr(merged, low), getattr(merged, high)
+        if high_value < low_value:
+            key = high if high in values else low
             if key in values:
                 self._report(
                     where.child(key),
-                    f"max_delay ({merged.max_delay:g}) must not be less than "
-                    f"initial_delay ({merged.initial_delay:g})",
+                    f"{high} ({high_value:g}) must not be less than {low} ({low_value:g})",
                 )
-        return merged
 
     def _make_profile(
         self,
