@@ -69,6 +69,28 @@ async def test_events_stream_reports_breaker_transitions(fakes: Any, proxy_facto
     assert seen[0]["data"]["new"] == "forced_open"
 
 
+async def test_events_stream_filtered_by_kind_gets_only_those(fakes: Any,
+                                                             proxy_factory: Any) -> None:
+    proxy = await two(fakes, proxy_factory)
+    seen: list[dict[str, Any]] = []
+
+    async def listen() -> None:
+        async with proxy.client.stream("GET", "/_claudex/events?kinds=breaker") as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data:"):
+                    seen.append(json.loads(line[5:]))
+                    return
+
+    task = asyncio.create_task(listen())
+    await eventually(lambda: proxy.engine.events.has_subscribers)
+    assert not proxy.engine.events.wants("request")
+    assert (await proxy.messages()).status_code == 200  # a request event nobody wants
+    await proxy.client.post("/_claudex/breakers/grok/trip")
+    await asyncio.wait_for(task, 5)
+    assert [e["kind"] for e in seen] == ["breaker"]
+    assert seen[0]["data"]["old"] == "closed" and isinstance(seen[0]["data"]["at"], float)
+
+
 async def test_host_origin_and_token_checks(fakes: Any, proxy_factory: Any) -> None:
     proxy = await two(fakes, proxy_factory, token="local-secret-token")
     ok = {"authorization": "Bearer local-secret-token"}

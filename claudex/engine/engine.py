@@ -81,7 +81,9 @@ class Engine:
     def _on_transition(self, t: Transition) -> None:
         self.events.publish(Event(
             "breaker", f"{t.provider}: breaker {t.old.value} -> {t.new.value} ({t.reason})",
-            t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason},
+            # `at` is the engine's monotonic clock, so a checker can verify recovery times.
+            t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
+                         "at": self.clock()},
         ))
 
     def escalate(self, sentence: str) -> None:
@@ -122,7 +124,7 @@ class Engine:
             result = await self.forwarder.forward(req)
         finally:
             self.totals.in_flight -= 1
-        if self.events.has_subscribers or log.isEnabledFor(logging.DEBUG):
+        if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
             self._report_request(req, result, (self.clock() - started) * 1000.0)
         return result
 
@@ -135,7 +137,7 @@ class Engine:
         message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
                    f"{result.status} [{trail}] {ms:.1f} ms")
         log.debug("request %s", message)
-        if self.events.has_subscribers:
+        if self.events.wants("request"):
             self.events.publish(Event("request", message, result.provider, {
                 "protocol": req.protocol,
                 "endpoint": req.endpoint,

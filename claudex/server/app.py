@@ -98,8 +98,11 @@ def create_app(
         return JSONResponse(engine.snapshot())
 
     async def events(request: Request) -> Response:
+        wanted = request.query_params.get("kinds")
+        kinds = None if not wanted else {k.strip() for k in wanted.split(",") if k.strip()}
+
         async def stream() -> AsyncIterator[bytes]:
-            with engine.events.subscribe() as queue:
+            with engine.events.subscribe(kinds) as queue:
                 yield b": connected\n\n"
                 while True:
                     try:
