@@ -11,7 +11,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +20,18 @@ import openai
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from openai.types.chat import ChatCompletionChunk
 
 from claudex.providers.sse import CommitWatcher, StreamSignal, anthropic_signal, openai_signal
 from claudex.providers.translate import (
     AnthropicToOpenAIStream,
     OpenAIToAnthropicStream,
     ToolNameMap,
+)
+from soak.protocol_check import (
+    anthropic_events,
+    sse_events,
+    validate_anthropic,
+    validate_openai,
 )
 
 GOLDEN = Path(__file__).parent / "golden" / "translate"
@@ -64,162 +68,7 @@ def _split(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[a:b] for a, b in itertools.pairwise(bounds)]
 
 
-# -- parsing and validating the client side ------------------------------------------------------
-
-def _raw_events(raw: bytes) -> list[tuple[str | None, str]]:
-    text = raw.decode("utf-8")
-    assert "\u2028" not in text and "\u2029" not in text, "raw line separators in output"
-    assert text.endswith("\n\n") or not text
-    events: list[tuple[str | None, str]] = []
-    for block in text.split("\n\n")[:-1]:
-        name: str | None = None
-        data: list[str] = []
-        for line in block.split("\n"):
-            key, _, value = line.partition(": ")
-            if key == "event":
-                name = value
-            elif key == "data":
-                data.append(value)
-            else:
-                raise AssertionError(f"unexpected line {line!r}")
-        events.append((name, "\n".join(data)))
-    return events
-
-
-def anthropic_events(raw: bytes) -> list[dict[str, Any]]:
-    out = []
-    for name, data in _raw_events(raw):
-        payload = json.loads(data)
-        assert name == payload["type"], "event name and data type differ"
-        out.append(payload)
-    return out
-
-
-@dataclass
-class AnthropicSummary:
-    blocks: list[dict[str, Any]] = field(default_factory=list)
-    stop_reason: str | None = None
-    usage: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-
-
-_DELTA_FOR = {"text": "text_delta", "tool_use": "input_json_delta"}
-_STOP_REASONS = {"end_turn", "max_tokens", "stop_sequence", "tool_use", "refusal"}
-
-
-def validate_anthropic(events: list[dict[str, Any]]) -> AnthropicSummary:
-    """message_start first; blocks opened and closed in order with increasing indices; deltas
-    only inside the open block and of its kind; tool input JSON complete at block stop;
-    message_delta then message_stop last — or an error event, last."""
-    summary = AnthropicSummary()
-    if events and events[0]["type"] == "error":
-        assert len(events) == 1
-        summary.error = events[0]["error"]
-        return summary
-    assert events and events[0]["type"] == "message_start"
-    summary.usage = dict(events[0]["message"]["usage"])
-    open_block: dict[str, Any] | None = None
-    saw_delta = False
-    for position, event in enumerate(events[1:], start=1):
-        kind = event["type"]
-        last = position == len(events) - 1
-        if kind == "error":
-            assert last, "an error event ends the stream"
-            summary.error = event["error"]
-            return summary
-        if kind == "ping":
-            continue
-        assert not saw_delta or kind == "message_stop", f"{kind} after message_delta"
-        if kind == "content_block_start":
-            assert open_block is None, "a block opened inside another"
-            assert event["index"] == len(summary.blocks), "block indices must count up from 0"
-            block = dict(event["content_block"])
-            assert block["type"] in _DELTA_FOR
-            if block["type"] == "tool_use":
-                assert block["id"] and block["name"] and block["input"] == {}
-                block["json"] = ""
-            summary.blocks.append(block)
-            open_block = block
-        elif kind == "content_block_delta":
-            assert open_block is not None and event["index"] == len(summary.blocks) - 1
-            delta = event["delta"]
-            assert delta["type"] == _DELTA_FOR[open_block["type"]]
-            if delta["type"] == "text_delta":
-                open_block["text"] += delta["text"]
-            else:
-                open_block["json"] += delta["partial_json"]
-        elif kind == "content_block_stop":
-            assert open_block is not None and event["index"] == len(summary.blocks) - 1
-            if open_block["type"] == "tool_use":
-                parsed = json.loads(open_block.pop("json") or "{}")
-                assert isinstance(parsed, dict)
-                open_block["input"] = parsed
-            open_block = None
-        elif kind == "message_delta":
-            assert open_block is None, "message_delta with a block still open"
-            assert event["delta"]["stop_reason"] in _STOP_REASONS
-            summary.stop_reason = event["delta"]["stop_reason"]
-            summary.usage.update(event["usage"])
-            saw_delta = True
-        elif kind == "message_stop":
-            assert saw_delta and last, "message_stop must follow message_delta and end it"
-        else:
-            raise AssertionError(f"unknown event {kind}")
-    assert events[-1]["type"] == "message_stop"
-    return summary
-
-
-@dataclass
-class OpenAISummary:
-    content: str = ""
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    finish_reason: str | None = None
-    usage: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-    model: str = ""
-
-
-def validate_openai(raw: bytes) -> OpenAISummary:
-    """Every chunk a valid ChatCompletionChunk; one role delta, first; tool call arguments
-    concatenate to JSON objects; finish_reason exactly once; at most a usage chunk after it;
-    `[DONE]` last — or an error line, last."""
-    summary = OpenAISummary()
-    events = _raw_events(raw)
-    assert all(name is None for name, _ in events), "OpenAI streams carry no event names"
-    datas = [data for _, data in events]
-    for position, data in enumerate(datas):
-        last = position == len(datas) - 1
-        if data == "[DONE]":
-            assert last and summary.finish_reason is not None
-            return summary
-        payload = json.loads(data)
-        if "error" in payload:
-            assert last, "an error ends the stream"
-            summary.error = payload["error"]
-            return summary
-        chunk = ChatCompletionChunk.model_validate(payload)
-        summary.model = chunk.model
-        if not chunk.choices:
-            assert summary.finish_reason is not None and chunk.usage is not None
-            summary.usage = payload["usage"]
-            continue
-        assert summary.finish_reason is None, "a chunk after the finish chunk"
-        (choice,) = chunk.choices
-        delta = choice.delta
-        assert (delta.role == "assistant") == (position == 0), "one role delta, first"
-        summary.content += delta.content or ""
-        for call in delta.tool_calls or ():
-            if call.index == len(summary.tool_calls):
-                assert call.id and call.function and call.function.name and call.type
-                summary.tool_calls.append({"id": call.id, "name": call.function.name,
-                                           "arguments": call.function.arguments or ""})
-            else:
-                assert call.index == len(summary.tool_calls) - 1 and call.id is None
-                assert call.function is not None
-                summary.tool_calls[-1]["arguments"] += call.function.arguments or ""
-        if choice.finish_reason is not None:
-            summary.finish_reason = choice.finish_reason
-    raise AssertionError("stream ended without [DONE] or an error")
+# The client-side oracle (parsing and validating what a client receives) is shared with the soak.
 
 
 def _summarise(case: dict[str, Any], raw: bytes) -> Any:
@@ -234,7 +83,7 @@ def _summarise(case: dict[str, Any], raw: bytes) -> Any:
 def _expected_form(case: dict[str, Any], raw: bytes) -> list[Any]:
     if case["kind"] == "openai_to_anthropic_stream":
         return list(anthropic_events(raw))
-    return [data if data == "[DONE]" else json.loads(data) for _, data in _raw_events(raw)]
+    return [data if data == "[DONE]" else json.loads(data) for _, data in sse_events(raw)]
 
 
 # -- recorded streams ----------------------------------------------------------------------------
