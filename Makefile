@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench serve clean screenshots
+.PHONY: run test lint bench soak serve clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,11 @@ test: $(STAMP)  ## run the whole test suite
 	$(BIN)/pytest -q
 
 lint: $(STAMP)  ## ruff and mypy (strict)
-	$(BIN)/ruff check claudex tests
+	$(BIN)/ruff check claudex tests bench soak
 	$(BIN)/mypy
+
+soak: $(STAMP)  ## chaos soak: 20,000 requests through faults; ARGS="--seconds 60 --seed 3" etc.
+	$(BIN)/python -m soak $(ARGS)
 
 bench: $(STAMP)  ## measure what claudex costs (writes bench/RESULTS.md); ARGS=--quick for <1 min
 	$(BIN)/python -m bench.run $(ARGS)

@@ -199,6 +199,12 @@ class FakeProvider:
         self.requests.clear()
         self._request_count = 0
 
+    def close_connections(self) -> None:
+        """Close every kept-alive connection (busy ones after their answer), as a server that
+        times idle clients out would; the listening socket stays as it is."""
+        if self._listener is not None:
+            self._listener.close_connections()
+
     @property
     def listening(self) -> bool:
         return self._listener is not None and self._listener.listening

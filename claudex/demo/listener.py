@@ -64,7 +64,7 @@ class SwitchableListener:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        self._close_connections()
+        self.close_connections()
 
     async def close(self) -> None:
         """Stop listening and close every connection (in-flight handlers get a short grace)."""
@@ -119,7 +119,7 @@ class SwitchableListener:
         finally:
             self._opening = None
 
-    def _close_connections(self) -> None:
+    def close_connections(self) -> None:
         """Close idle kept-alive connections now; busy ones close after their response.
 
         (aiohttp's `close()` on an idle connection would leave it open but unserved, hence

@@ -1,0 +1,102 @@
+"""The fault schedule: a seeded, endless, deterministic sequence of things going wrong.
+
+The same seed gives the same actions at the same offsets; what they do to traffic depends on
+timing, which is the point of a soak. Most faults end by themselves (`times` or `duration_s`), so
+the providers are healthy often enough for failover and recovery to be exercised both ways.
+
+Actions:
+    a fault mode   set on one fake provider (see claudex/demo/faults.py)
+    rotate         the OAuth provider starts accepting only a new access token, which the fake
+                   token endpoint hands out on the next refresh (the proxy must refresh on 401)
+    trip / reset   an operator trips a breaker through the admin API, and resets it later
+"""
+
+from __future__ import annotations
+
+import email.utils
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
+    ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
+    ("cut_before_content", 3), ("stream_error", 2), ("ok", 8), ("rotate", 2), ("trip", 1),
+)
+
+
+@dataclass(frozen=True)
+class ChaosAction:
+    at: float
+    """Seconds after the soak's start."""
+    target: str
+    kind: str
+    """A fault mode, "rotate", "trip" or "reset"."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for `FakeProvider.set_fault` (fault modes only)."""
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{k}={v}" for k, v in self.settings.items())
+        return f"+{self.at:6.2f}s {self.target:<6} {self.kind}" + (f" ({extra})" if extra else "")
+
+
+def _retry_after(rng: random.Random) -> dict[str, Any]:
+    roll = rng.random()
+    if roll < 0.45:  # short: worth waiting for
+        return {"retry_after": round(rng.uniform(0.05, 0.5), 2)}
+    if roll < 0.6:  # short, in milliseconds as well
+        return {"retry_after": 1, "retry_after_ms": rng.randint(20, 300)}
+    if roll < 0.8:  # longer than max_retry_after: fail over at once
+        return {"retry_after": rng.randint(3, 10)}
+    if roll < 0.9:  # an HTTP-date a few seconds ahead
+        return {"retry_after": email.utils.formatdate(time.time() + rng.randint(1, 4),
+                                                      usegmt=True)}
+    return {"retry_after": None}
+
+
+def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
+    if kind == "down":
+        return {"duration_s": round(rng.uniform(0.3, 2.5), 2)}
+    if kind in ("500", "529", "cut_before_content"):
+        return {"times": rng.randint(2, 40)}
+    if kind == "429":
+        return {"times": rng.randint(2, 30), **_retry_after(rng)}
+    if kind == "slow":
+        return {"latency_ms": rng.randint(20, 300), "duration_s": round(rng.uniform(0.5, 3), 2)}
+    if kind == "hang":
+        return {"duration_s": round(rng.uniform(0.3, 2.5), 2)}
+    if kind == "cut":
+        return {"cut_after_events": rng.randint(1, 3), "times": rng.randint(2, 30)}
+    if kind == "stream_error":
+        return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20)}
+    return {}
+
+
+def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iterator[ChaosAction]:
+    """Endless actions, in time order, 0.15–0.8 s apart; a trip is always followed by its reset
+    (0.3–2 s later) before the same breaker is tripped again."""
+    rng = random.Random(seed)
+    kinds = [kind for kind, _ in MODES_WEIGHTED]
+    weights = [weight for _, weight in MODES_WEIGHTED]
+    pending_resets: list[ChaosAction] = []
+    tripped: set[str] = set()
+    at = 0.5
+    while True:
+        at += rng.uniform(0.15, 0.8)
+        due = sorted((r for r in pending_resets if r.at <= at), key=lambda r: r.at)
+        for reset in due:
+            pending_resets.remove(reset)
+            tripped.discard(reset.target)
+            yield reset
+        target = rng.choice(providers)
+        kind = rng.choices(kinds, weights)[0]
+        if kind == "rotate":
+            target = oauth_provider
+        if kind == "trip":
+            if target in tripped:
+                continue
+            tripped.add(target)
+            pending_resets.append(ChaosAction(round(at + rng.uniform(0.3, 2.0), 3), target,
+                                              "reset"))
+        yield ChaosAction(round(at, 3), target, kind, _settings(kind, rng))

@@ -1,0 +1,132 @@
+"""Judging the soak: what each client got, and what the fake providers saw.
+
+Outcomes of one request:
+    ok            a complete, valid answer in the client's protocol
+    error         one well-formed error in the client's protocol (e.g. every provider failed)
+    stream_error  a committed stream that ended with one well-formed error event
+    malformed     anything a client could not accept (a violation)
+    lost          no answer: the connection failed or closed without one (a violation)
+    late          no answer within the request's deadline (a violation)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from claudex.demo.fake_provider import FakeProvider
+from claudex.engine.request import SKIP_OUTCOMES
+from soak.protocol_check import (
+    Malformed,
+    anthropic_events,
+    error_message,
+    require,
+    validate_anthropic,
+    validate_anthropic_message,
+    validate_openai,
+    validate_openai_completion,
+)
+from soak.traffic import Exchange
+
+BAD_OUTCOMES: Final = frozenset({"malformed", "lost", "late"})
+# Attempts that never reach a provider (the x-claudex-attempts vocabulary in DESIGN.md).
+_NO_UPSTREAM_CALL: Final = SKIP_OUTCOMES | {"credentials", "translation_error"}
+_ID: Final = re.compile(r"soak-(\d+)")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: str
+    detail: str = ""
+
+
+def judge(ex: Exchange, deadline_s: float) -> Verdict:
+    if ex.timed_out:
+        return Verdict("late", f"no answer after {ex.latency_s:.1f}s")
+    if ex.transport_error is not None:
+        return Verdict("lost", ex.transport_error)
+    if ex.latency_s > deadline_s:
+        return Verdict("late", f"took {ex.latency_s:.1f}s, deadline {deadline_s:.1f}s")
+    try:
+        return _judge_answer(ex)
+    except Malformed as exc:
+        return Verdict("malformed", f"{ex.status}: {exc}; body {ex.body[:160]!r}")
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        return Verdict("malformed", f"{ex.status}: {type(exc).__name__} {exc}; "
+                                    f"body {ex.body[:160]!r}")
+
+
+def _judge_answer(ex: Exchange) -> Verdict:
+    protocol, headers = ex.spec.protocol, ex.headers or {}
+    if ex.status == 200:
+        require(headers.get("x-claudex-provider"), "a success without x-claudex-provider")
+        if ex.spec.stream:
+            require(headers.get("content-type", "").startswith("text/event-stream"),
+                    "a stream without content-type text/event-stream")
+            if protocol == "anthropic":
+                summary_error = validate_anthropic(anthropic_events(ex.body)).error
+            else:
+                summary_error = validate_openai(ex.body).error
+            return Verdict("stream_error" if summary_error else "ok")
+        payload = json.loads(ex.body)
+        if protocol == "anthropic":
+            validate_anthropic_message(payload)
+        else:
+            validate_openai_completion(payload)
+        return Verdict("ok")
+    require(ex.status is not None and (400 <= ex.status < 500 or ex.status == 502),
+            f"status {ex.status}: neither a client error nor 'every provider failed' (502)")
+    message = error_message(protocol, json.loads(ex.body))
+    if ex.status == 429:
+        require(headers.get("retry-after", "").isdigit(), "429 without a Retry-After")
+    return Verdict("error", message[:120])
+
+
+def attempt_tokens(ex: Exchange) -> list[tuple[str, str]]:
+    """(provider, outcome-or-status) from the `x-claudex-attempts` header."""
+    header = (ex.headers or {}).get("x-claudex-attempts", "")
+    return [tuple(token.split(":", 1)) for token in header.split(",") if ":" in token]  # type: ignore[misc]
+
+
+def failed_over(ex: Exchange) -> bool:
+    """A success served by another provider than the one the client addressed."""
+    return ex.status == 200 and (ex.headers or {}).get("x-claudex-provider") != ex.spec.profile
+
+
+def upstream_calls(fakes: Iterable[FakeProvider]) -> dict[int, list[tuple[float, str]]]:
+    """Soak request id -> [(arrival time, provider)] of every API call the fakes received."""
+    calls: dict[int, list[tuple[float, str]]] = defaultdict(list)
+    for fake in fakes:
+        for recorded in fake.requests:
+            if recorded.path.endswith("/models"):
+                continue
+            match = _ID.search(json.dumps(recorded.json))
+            if match:
+                calls[int(match.group(1))].append((recorded.time, fake.name))
+    for arrivals in calls.values():
+        arrivals.sort()
+    return calls
+
+
+def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]]) -> str | None:
+    """No upstream call after a stream was committed; no call the attempt trail does not show;
+    the serving provider's call is the last one."""
+    if ex.status is None:
+        return None
+    if ex.status == 200 and ex.spec.stream and ex.headers_at is not None:
+        late = [(at, p) for at, p in arrivals if at > ex.headers_at]
+        if late:
+            return (f"upstream call to {late[0][1]} {1000 * (late[0][0] - ex.headers_at):.1f} ms "
+                    "after the stream was committed")
+    reaching = [t for t in attempt_tokens(ex) if t[1] not in _NO_UPSTREAM_CALL]
+    if len(arrivals) > len(reaching):
+        return (f"{len(arrivals)} upstream calls but the trail shows {len(reaching)}: "
+                f"{(ex.headers or {}).get('x-claudex-attempts')}")
+    served_by = (ex.headers or {}).get("x-claudex-provider")
+    if ex.status == 200 and arrivals and arrivals[-1][1] != served_by:
+        return f"served by {served_by} but the last upstream call went to {arrivals[-1][1]}"
+    return None

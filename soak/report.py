@@ -1,0 +1,57 @@
+"""The soak's summary table (rich), as printed by `make soak` and kept in the issue notes."""
+
+from __future__ import annotations
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from soak.checks import BAD_OUTCOMES
+from soak.run import SoakReport
+
+_OUTCOME_ORDER = ("ok", "error", "stream_error", "malformed", "lost", "late")
+
+
+def summary_table(report: SoakReport) -> Table:
+    table = Table(title=f"claudex chaos soak — seed {report.plan.seed}, "
+                        f"{report.plan.clients} clients", box=box.SIMPLE_HEAVY,
+                  title_justify="left")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    phases = ", ".join(f"{name} {n:,}" for name, n in report.by_phase.items())
+    table.add_row("requests", f"{report.requests:,}  ({phases})")
+    table.add_row("chaos phase", f"{report.chaos_s:.1f} s, "
+                  f"{report.by_phase.get('chaos', 0) / max(report.chaos_s, 1e-9):,.0f} req/s")
+    for outcome in _OUTCOME_ORDER:
+        count = report.outcomes.get(outcome, 0)
+        style = "bold red" if outcome in BAD_OUTCOMES and count else ""
+        label = f"  {outcome}"
+        if outcome == "error" and report.error_statuses:
+            label += " (" + ", ".join(f"{status}: {n:,}" for status, n in
+                                      sorted(report.error_statuses.items())) + ")"
+        table.add_row(label, f"[{style}]{count:,}[/]" if style else f"{count:,}")
+    table.add_row("failovers (served by a backup)", f"{report.failovers:,}")
+    for pair, count in sorted(report.transitions.items()):
+        table.add_row(f"breaker {pair}", f"{count:,}")
+    actions = ", ".join(f"{k} {v}" for k, v in sorted(report.actions.items()))
+    table.add_row("chaos actions", actions or "-")
+    table.add_row("OAuth refreshes", f"{report.refreshes:,}")
+    table.add_row("latency p50 / p99 / max",
+                  f"{report.percentile_ms(0.5):.1f} / {report.percentile_ms(0.99):.1f} / "
+                  f"{max(report.latencies_ms, default=0.0):.1f} ms")
+    table.add_row("deadline per request", f"{report.deadline_s:.1f} s")
+    table.add_row("RSS warm → end", f"{report.rss_mb[0]:.1f} → {report.rss_mb[1]:.1f} MB")
+    table.add_row("open files warm → end", f"{report.fds[0]} → {report.fds[1]}")
+    table.add_row("exit status on SIGTERM", str(report.exit_status))
+    verdict = "[bold green]0[/]" if report.ok else f"[bold red]{len(report.violations)}[/]"
+    table.add_row("violations", verdict)
+    return table
+
+
+def print_report(report: SoakReport, console: Console | None = None) -> None:
+    console = console or Console()
+    console.print(summary_table(report))
+    for violation in report.violations[:40]:
+        console.print(f"[red]✗[/] {violation}", markup=True, highlight=False)
+    if len(report.violations) > 40:
+        console.print(f"… and {len(report.violations) - 40} more")

@@ -1,0 +1,305 @@
+"""One soak run: start the world, warm up, apply chaos under load, heal, cool down, and judge.
+
+Phases (the warm-up and cool-down carry the same fault-free load, so the process's memory and open
+files can be compared between them):
+    warm-up    fault-free traffic; then idle: baseline RSS and open files
+    chaos      the seeded fault schedule under full load (a request count or a duration)
+    cool-down  faults healed, tripped breakers reset, fault-free traffic; then idle: final RSS and
+               open files; then SIGTERM, which must exit 0
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from soak.breaker_model import FORCED_OPEN, BreakerModel, Transition
+from soak.chaos import ChaosAction, schedule
+from soak.checks import (
+    BAD_OUTCOMES,
+    Verdict,
+    failed_over,
+    judge,
+    upstream_calls,
+    upstream_problem,
+)
+from soak.traffic import Exchange, drive
+from soak.world import OAUTH_PROVIDER, PROVIDERS, Limits, World
+
+RSS_GROWTH_LIMIT_MB = 10.0
+FD_GROWTH_LIMIT = 4
+
+
+@dataclass(frozen=True)
+class SoakPlan:
+    requests: int | None = 20_000
+    """Requests in the chaos phase; None: run for `seconds`."""
+    seconds: float | None = None
+    clients: int = 64
+    seed: int = 1
+    warmup_s: float = 2.0
+    think_ms: float = 60.0
+    """Mean pause of each client between its requests."""
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass
+class SoakReport:
+    plan: SoakPlan
+    outcomes: Counter[str] = field(default_factory=Counter)
+    by_phase: dict[str, int] = field(default_factory=dict)
+    failovers: int = 0
+    error_statuses: Counter[int] = field(default_factory=Counter)
+    latencies_ms: list[float] = field(default_factory=list)
+    transitions: Counter[str] = field(default_factory=Counter)
+    actions: Counter[str] = field(default_factory=Counter)
+    refreshes: int = 0
+    violations: list[str] = field(default_factory=list)
+    rss_mb: tuple[float, float] = (0.0, 0.0)
+    fds: tuple[int, int] = (0, 0)
+    exit_status: int | None = None
+    chaos_s: float = 0.0
+    deadline_s: float = 0.0
+
+    @property
+    def requests(self) -> int:
+        return sum(self.outcomes.values())
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def percentile_ms(self, q: float) -> float:
+        if not self.latencies_ms:
+            return 0.0
+        ordered = sorted(self.latencies_ms)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seed": self.plan.seed, "clients": self.plan.clients, "requests": self.requests,
+            "phases": self.by_phase, "outcomes": dict(self.outcomes),
+            "failovers": self.failovers,
+            "error_statuses": {str(k): v for k, v in sorted(self.error_statuses.items())},
+            "transitions": dict(self.transitions),
+            "chaos_actions": dict(self.actions), "oauth_refreshes": self.refreshes,
+            "p50_ms": round(self.percentile_ms(0.5), 2),
+            "p99_ms": round(self.percentile_ms(0.99), 2),
+            "max_ms": round(max(self.latencies_ms, default=0.0), 2),
+            "deadline_s": self.deadline_s, "chaos_s": round(self.chaos_s, 2),
+            "rss_mb": [round(v, 2) for v in self.rss_mb], "open_fds": list(self.fds),
+            "exit_status": self.exit_status, "violations": self.violations,
+        }
+
+
+class _Soak:
+    def __init__(self, plan: SoakPlan, workdir: Path, say: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.world = World(workdir, plan.limits)
+        self.say = say
+        self.report = SoakReport(plan)
+        self.exchanges: list[Exchange] = []
+        self.trips_done = 0
+        self.connected = asyncio.Event()
+        limits = plan.limits
+        self.model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
+                                  limits.max_recovery_seconds)
+        self.report.deadline_s = limits.deadline_s(len(PROVIDERS))
+        self.admin: httpx.AsyncClient | None = None
+        self.next_id = 0
+
+    # -- phases ------------------------------------------------------------------------------
+
+    async def run(self) -> SoakReport:
+        await self.world.start()
+        assert self.world.serve is not None
+        self.admin = httpx.AsyncClient(base_url=self.world.serve.url, timeout=10)
+        listener = asyncio.create_task(self._collect_events())
+        try:
+            await self._until_listening()
+            await self._traffic("warm-up", count=None, seconds=self.plan.warmup_s)
+            base = await self._quiet_measure()
+            chaos = asyncio.create_task(self._chaos())
+            started = time.monotonic()
+            await self._traffic("chaos", count=self.plan.requests, seconds=self.plan.seconds)
+            self.report.chaos_s = time.monotonic() - started
+            chaos.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await chaos
+            await self._heal()
+            await self._traffic("cool-down", count=None, seconds=self.plan.warmup_s)
+            end = await self._quiet_measure()
+            self.report.rss_mb = (base[0], end[0])
+            self.report.fds = (base[1], end[1])
+            await self._check_final_states()
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+            await self.admin.aclose()
+            self.report.exit_status = await self.world.stop()
+        self._judge_all()
+        return self.report
+
+    async def _traffic(self, phase: str, *, count: int | None, seconds: float | None) -> None:
+        assert self.world.serve is not None
+        until = None if seconds is None else time.monotonic() + seconds
+        first = self.next_id
+        self.say(f"{phase}: {count or seconds} {'requests' if count else 's'} ...")
+        self.next_id = await drive(self.world.serve.url, seed=self.plan.seed,
+                                   clients=self.plan.clients, first_id=first, count=count,
+                                   until=until, time_limit=self.report.deadline_s + 5.0,
+                                   think_ms=self.plan.think_ms,
+                                   on_done=self.exchanges.append)
+        self.report.by_phase[phase] = self.next_id - first
+
+    async def _quiet_measure(self) -> tuple[float, int]:
+        """RSS and open files once the proxy is idle: client connections are closed by now;
+        the fakes close their kept-alive connections, and we wait for the count to settle."""
+        serve = self.world.serve
+        assert serve is not None
+        for fake in self.world.fakes.values():
+            fake.close_connections()
+        previous, stable_since = -1, time.monotonic()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            fds = serve.open_fds()
+            if fds != previous:
+                previous, stable_since = fds, time.monotonic()
+            elif time.monotonic() - stable_since >= 0.5:
+                break
+            await asyncio.sleep(0.05)
+        return serve.rss_mb(), serve.open_fds()
+
+    # -- chaos -------------------------------------------------------------------------------
+
+    async def _chaos(self) -> None:
+        names = tuple(name for name, _ in PROVIDERS)
+        start = time.monotonic()
+        for action in schedule(self.plan.seed, names, OAUTH_PROVIDER):
+            delay = start + action.at - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self._apply(action)
+
+    async def _apply(self, action: ChaosAction) -> None:
+        self.report.actions[action.kind] += 1
+        fake = self.world.fakes[action.target]
+        if action.kind == "rotate":
+            n = self.report.actions["rotate"]
+            self.world.tokens.set_next(f"soak-access-{n}", f"soak-refresh-{n}")
+            fake.faults.valid_tokens = {f"soak-access-{n}"}
+        elif action.kind in ("trip", "reset"):
+            assert self.admin is not None
+            resp = await self.admin.post(f"/_claudex/breakers/{action.target}/{action.kind}")
+            if resp.status_code != 200:
+                self.report.violations.append(f"{action.kind} {action.target}: {resp.status_code}")
+            elif action.kind == "trip":
+                self.trips_done += 1
+        else:
+            fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
+
+    async def _heal(self) -> None:
+        for fake in self.world.fakes.values():
+            fake.set_fault("ok")
+        assert self.admin is not None
+        status = (await self.admin.get("/_claudex/status")).json()
+        for profile in status["profiles"]:
+            if profile["breaker"]["state"] == FORCED_OPEN:
+                await self._apply(ChaosAction(0.0, profile["name"], "reset"))
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def _collect_events(self) -> None:
+        assert self.admin is not None
+        async with self.admin.stream("GET", "/_claudex/events?kinds=breaker,refresh",
+                                     timeout=None) as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith(": connected"):
+                    self.connected.set()
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                if event["kind"] == "refresh":
+                    self.report.refreshes += 1
+                elif event["kind"] == "breaker":
+                    transition = Transition.from_event(event)
+                    self.model.feed(transition)
+                    self.report.transitions[f"{transition.old}->{transition.new}"] += 1
+
+    async def _until_listening(self) -> None:
+        async with asyncio.timeout(5):
+            await self.connected.wait()
+
+    async def _check_final_states(self) -> None:
+        """The model, fed every reported transition, must end where the engine says it is.
+        (Events travel over a stream, so the last ones may still be on their way: wait for
+        agreement, up to a bound.)"""
+        assert self.admin is not None
+        disagreements: list[str] = []
+        in_flight = 0
+        for _ in range(40):  # bounded: 2 s
+            status = (await self.admin.get("/_claudex/status")).json()
+            in_flight = status.get("in_flight", 0)
+            disagreements = [
+                f"{p['name']}: the engine says {p['breaker']['state']}, the events say "
+                f"{self.model.state(p['name'])}"
+                for p in status["profiles"]
+                if p["breaker"]["state"] != self.model.state(p["name"])
+            ]
+            if not disagreements and not in_flight:
+                break
+            await asyncio.sleep(0.05)
+        self.report.violations.extend(disagreements)
+        if in_flight:
+            self.report.violations.append(f"{in_flight} requests still in flight after the run")
+        self.report.violations.extend(self.model.violations)
+        trips_seen = sum(n for pair, n in self.report.transitions.items()
+                         if pair.endswith("->forced_open"))
+        if trips_seen != self.trips_done:
+            self.report.violations.append(
+                f"{self.trips_done} operator trips but {trips_seen} forced_open transitions")
+
+    # -- judging -----------------------------------------------------------------------------
+
+    def _judge_all(self) -> None:
+        report = self.report
+        calls = upstream_calls(self.world.fakes.values())
+        for ex in self.exchanges:
+            verdict: Verdict = judge(ex, report.deadline_s)
+            report.outcomes[verdict.outcome] += 1
+            report.latencies_ms.append(ex.latency_s * 1000)
+            report.failovers += failed_over(ex)
+            if verdict.outcome == "error" and ex.status is not None:
+                report.error_statuses[ex.status] += 1
+            if verdict.outcome in BAD_OUTCOMES:
+                report.violations.append(f"request {ex.spec.id} ({ex.spec.protocol}, "
+                                         f"{ex.spec.profile}, stream={ex.spec.stream}): "
+                                         f"{verdict.outcome}: {verdict.detail}")
+            problem = upstream_problem(ex, calls.get(ex.spec.id, []))
+            if problem:
+                report.violations.append(f"request {ex.spec.id}: {problem}")
+        rss_growth = report.rss_mb[1] - report.rss_mb[0]
+        if rss_growth > RSS_GROWTH_LIMIT_MB:
+            report.violations.append(f"RSS grew {rss_growth:.1f} MB (limit {RSS_GROWTH_LIMIT_MB})")
+        if report.fds[1] - report.fds[0] > FD_GROWTH_LIMIT:
+            report.violations.append(f"open files grew from {report.fds[0]} to {report.fds[1]}")
+        if report.exit_status != 0:
+            report.violations.append(f"claudex serve exited {report.exit_status} on SIGTERM")
+        log_text = self.world.serve.log_path.read_text() if self.world.serve else ""
+        if "Traceback" in log_text:
+            report.violations.append("a traceback in claudex's log")
+
+
+async def run_soak(plan: SoakPlan, workdir: Path,
+                   say: Callable[[str], None] = lambda _: None) -> SoakReport:
+    return await _Soak(plan, workdir, say).run()
