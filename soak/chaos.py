@@ -22,7 +22,7 @@ from typing import Any
 
 MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
-    ("cut_before_content", 3), ("stream_error", 2), ("ok", 8), ("rotate", 2), ("trip", 1),
+    ("cut_before_content", 3), ("stream_error", 2), ("ok", 8), ("rotate", 3), ("trip", 2),
 )
 
 
@@ -56,20 +56,22 @@ def _retry_after(rng: random.Random) -> dict[str, Any]:
 
 
 def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
-    if kind == "down":
-        return {"duration_s": round(rng.uniform(0.3, 2.5), 2)}
-    if kind in ("500", "529", "cut_before_content"):
-        return {"times": rng.randint(2, 40)}
+    # Outages last a while (real incidents are measured in time, not in requests); faults
+    # counted in requests also end after a few seconds, because while a breaker is open no
+    # request arrives to use them up.
+    outage = round(rng.uniform(0.3, 2.0), 2)
+    if kind in ("down", "hang", "500", "529", "cut_before_content"):
+        return {"duration_s": outage}
     if kind == "429":
-        return {"times": rng.randint(2, 30), **_retry_after(rng)}
+        return {"duration_s": outage, **_retry_after(rng)}
     if kind == "slow":
         return {"latency_ms": rng.randint(20, 300), "duration_s": round(rng.uniform(0.5, 3), 2)}
-    if kind == "hang":
-        return {"duration_s": round(rng.uniform(0.3, 2.5), 2)}
     if kind == "cut":
-        return {"cut_after_events": rng.randint(1, 3), "times": rng.randint(2, 30)}
+        return {"cut_after_events": rng.randint(1, 3), "times": rng.randint(2, 30),
+                "duration_s": 3.0}
     if kind == "stream_error":
-        return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20)}
+        return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20),
+                "duration_s": 3.0}
     return {}
 
 

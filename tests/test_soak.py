@@ -134,10 +134,11 @@ def test_the_fault_schedule_is_the_same_for_the_same_seed() -> None:
 
 @pytest.mark.timeout(240)
 async def test_a_30_second_chaos_soak_loses_nothing(tmp_path: Path) -> None:
-    report = await run_soak(SoakPlan(requests=None, seconds=30, seed=1), tmp_path)
+    report = await run_soak(SoakPlan(requests=None, seconds=30, seed=4), tmp_path)
     summary = json.dumps(report.to_json(), indent=1)
     assert report.violations == [], summary
-    # The soak exercised what it is for (the schedule for seed 1 is fixed; see chaos.py).
+    # The soak exercised what it is for: seed 4 trips twice and rotates the token four
+    # times in its first 25 s.
     transitions = report.transitions
     assert report.outcomes["ok"] > 1000 and report.failovers > 100, summary
     assert transitions["closed->open"] >= 1 and transitions["half_open->closed"] >= 1, summary
