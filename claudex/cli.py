@@ -19,6 +19,8 @@ from claudex import __version__
 from claudex.config.loader import check_config, load_config
 from claudex.config.model import Config, ConfigError
 from claudex.config.paths import default_config_path
+from claudex.config.permissions import config_permission_warning, file_permission_warning
+from claudex.engine.secrets import SCRUBBER, config_secrets
 
 
 class CliError(Exception):
@@ -39,6 +41,8 @@ def _load(args: argparse.Namespace) -> Config:
     try:
         return load_config(path)
     except ConfigError as exc:
+        if len(exc.issues) == 1:  # one problem, one line (it names the file and line)
+            raise CliError(str(exc.issues[0])) from None
         lines = "\n".join(f"  {issue}" for issue in exc.issues)
         raise CliError(f"{path} has {len(exc.issues)} problem(s):\n{lines}") from None
 
@@ -71,9 +75,13 @@ def _admin_headers(args: argparse.Namespace) -> dict[str, str]:
     path = _config_path(args)
     if path.exists():
         try:
-            token = _local_token(load_config(path)) or token
+            config = load_config(path)
         except ConfigError:
             pass
+        else:
+            token = _local_token(config) or token
+            SCRUBBER.add(config_secrets(config))  # whatever the engine says is shown masked
+    SCRUBBER.add([token])
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
@@ -112,11 +120,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         out.print(f"[bold red]{len(issues)} problem(s)[/] in {path}:")
         for issue in issues:
             out.print(f"  {issue}", markup=False)
+        _print_warning(out, file_permission_warning(path))
         return 1
     from rich.table import Table
 
     config = load_config(path)
     out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s)")
+    _print_warning(out, config_permission_warning(config))
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for column in ("profile", "type", "chain", "state"):
         table.add_column(column, no_wrap=column != "state")
@@ -130,13 +140,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_warning(out: Any, warning: str | None) -> None:
+    if warning:
+        out.print("[bold yellow]warning:[/] ", end="")
+        out.print(warning, markup=False)
+
+
+def _engine_error(resp: httpx.Response) -> CliError:
+    return CliError(f"The engine answered {resp.status_code}: {SCRUBBER.text(resp.text[:200])}")
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     resp = _admin(args, "GET", "/_claudex/status")
     if resp.status_code != 200:
-        raise CliError(f"The engine answered {resp.status_code}: {resp.text[:200]}")
+        raise _engine_error(resp)
     data = resp.json()
     if args.json:
-        print(json.dumps(data, indent=2))
+        # The engine masks secrets itself; masking again covers an engine of another version.
+        print(SCRUBBER.text(json.dumps(data, indent=2)))
         return 0
     from claudex.status_table import render_status
 
@@ -149,7 +170,7 @@ def _breaker_command(args: argparse.Namespace, action: str) -> int:
     if resp.status_code == 404:
         raise CliError(f"No profile named {args.name!r} on the running engine.")
     if resp.status_code != 200:
-        raise CliError(f"The engine answered {resp.status_code}: {resp.text[:200]}")
+        raise _engine_error(resp)
     state = resp.json().get("breaker")
     print(f"{args.name}: breaker {state}")
     return 0

@@ -6,40 +6,30 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
-import re
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from claudex.engine.secrets import mask_secret
-
-# Shapes of secrets worth masking even when nobody registered them.
-_PATTERNS = [
-    re.compile(r"(?i)(bearer\s+)([A-Za-z0-9._~+/=-]{8,})"),
-    re.compile(r"\b((?:sk|xai|pk|rk)-[A-Za-z0-9_-]{8,})\b"),
-]
+from claudex.engine.secrets import SCRUBBER, SecretScrubber
 
 
 class RedactionFilter(logging.Filter):
-    """Masks registered secrets and secret-shaped strings in every record that passes."""
+    """Masks registered secrets and secret-shaped strings in every record that passes.
 
-    def __init__(self) -> None:
+    The secrets live in the process-wide `SCRUBBER` (claudex.engine.secrets), which the engine
+    also uses for error answers, status and events: registering a secret here covers them all.
+    """
+
+    def __init__(self, scrubber: SecretScrubber = SCRUBBER) -> None:
         super().__init__()
-        self._secrets: set[str] = set()
+        self._scrubber = scrubber
 
     def add(self, secrets: Iterable[str | None]) -> None:
-        # Build a new set and swap it in: another thread may be iterating the current one.
-        fresh = set(self._secrets)
-        fresh.update(s for s in secrets if s and len(s) >= 6)
-        self._secrets = fresh
+        self._scrubber.add(secrets)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            if secret in text:
-                text = text.replace(secret, mask_secret(secret))
-        text = _PATTERNS[0].sub(lambda m: m.group(1) + mask_secret(m.group(2)), text)
-        return _PATTERNS[1].sub(lambda m: mask_secret(m.group(1)), text)
+        return self._scrubber.text(text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -49,6 +39,10 @@ class RedactionFilter(logging.Filter):
         if record.exc_info and record.exc_info[1] is not None:
             record.exc_text = self.redact(logging.Formatter().formatException(record.exc_info))
             record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = self.redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self.redact(record.stack_info)
         return True
 
 
@@ -69,21 +63,28 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+_installed: list[logging.Handler] = []
+
+
 def _install(handler: logging.Handler, level: int) -> None:
     handler.addFilter(REDACTOR)
-    root = logging.getLogger("claudex")
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
-    root.propagate = False
+    root = logging.getLogger()
+    claudex_log = logging.getLogger("claudex")
     # uvicorn's own errors go to the same place, redacted, instead of Python's last-resort stderr.
     server_log = logging.getLogger("uvicorn.error")
-    for old in list(server_log.handlers):
-        server_log.removeHandler(old)
-    server_log.addHandler(handler)
+    for logger in (root, claudex_log, server_log):
+        for old in list(logger.handlers):
+            if logger is not root or old in _installed:
+                logger.removeHandler(old)
+        logger.addHandler(handler)
+    _installed[:] = [handler]
+    claudex_log.setLevel(level)
+    claudex_log.propagate = False
     server_log.setLevel(logging.WARNING)
     server_log.propagate = False
+    # Other libraries' warnings (asyncio's "exception never retrieved", aiohttp) pass the same
+    # filter instead of reaching stderr unredacted.
+    root.setLevel(logging.WARNING)
 
 
 def setup_stderr(*, json_lines: bool = False, level: int = logging.INFO) -> None:

@@ -1,4 +1,8 @@
-"""`claudex status`: the running engine's providers as a rich table."""
+"""`claudex status`: the running engine's providers as a rich table.
+
+Texts that may carry an upstream's words (health reasons, last errors) are masked once more
+here: the engine masks them itself, but the table may be showing an engine of another version.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from claudex.engine.secrets import SCRUBBER
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
@@ -40,7 +46,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
         table.add_row(
             name,
             _SHORT_TYPE.get(p.get("provider_type", ""), p.get("provider_type", "?")),
-            Text(f"● {health.get('reason', color)}", style=_COLOR_STYLE.get(color, "")),
+            Text(f"● {SCRUBBER.text(str(health.get('reason', color)))}",
+                 style=_COLOR_STYLE.get(color, "")),
             Text(state_text, style=_STATE_STYLE.get(state, "")),
             str(breaker.get("consecutive_failures", 0)),
             f"{latency:.0f} ms" if isinstance(latency, int | float) else "–",
@@ -48,7 +55,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             str(stats.get("failures", 0)),
         )
         if stats.get("last_error"):
-            errors.append(Text.assemble((f"{name}: ", "bold"), (str(stats["last_error"]), "dim")))
+            last_error = SCRUBBER.text(str(stats["last_error"]))
+            errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))
     out.print(table)
     if errors:
         out.print("last errors:")

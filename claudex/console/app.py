@@ -11,6 +11,7 @@ from textual.app import App
 from textual.command import Provider
 from textual.screen import Screen
 
+from claudex.config.permissions import file_permission_warning
 from claudex.console.colors import tcss_colours
 from claudex.console.commands import ConsoleCommands
 from claudex.console.format import TimeText, local_time_text, safe
@@ -51,6 +52,13 @@ class ConsoleApp(App[None]):
 
     def get_default_screen(self) -> Screen[None]:
         return self.main_screen
+
+    def on_mount(self) -> None:
+        # Said once, at start: a config holding an inline api_key that others can read.
+        warning = file_permission_warning(self.link.snapshot().get("config_path"))
+        if warning:
+            self.notify(warning, title="config file permissions", severity="warning",
+                        timeout=30, markup=False)
 
     async def action_quit(self) -> None:
         """ctrl+q asks like `q` does while requests are in flight."""

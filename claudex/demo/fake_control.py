@@ -1,5 +1,6 @@
 """The control routes of a fake provider: `GET /_fake/state`, `POST /_fake/fault`,
-`POST /_fake/reset`.
+`POST /_fake/reset`, and `POST /_fake/echo_key` (`{"on": true}`: error answers quote the
+credential the request presented, for tests that claudex never passes a secret on).
 
 They let another process (a demo terminal, a benchmark) switch a `FakeProvider`'s faults; they
 ignore faults themselves and are not recorded in `requests`.
@@ -26,7 +27,14 @@ async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.
     if path == "/_fake/reset" and method == "POST":
         fake.faults = FaultState()
         fake.reset_log()
+        fake._writer.echo_key = False
         return web.json_response(fake.state())
+    if path == "/_fake/echo_key" and method == "POST":
+        body = parse_json_body(await request.read())
+        if not isinstance(body, dict) or not isinstance(body.get("on"), bool):
+            return web.json_response({"error": 'expected {"on": true|false}'}, status=400)
+        fake._writer.echo_key = body["on"]
+        return web.json_response({"echo_key": body["on"]})
     if path == "/_fake/fault" and method == "POST":
         body = parse_json_body(await request.read())
         if not isinstance(body, dict) or "mode" not in body:

@@ -19,6 +19,7 @@ from aiohttp import web
 from claudex.demo import fake_replies as replies
 from claudex.demo.fake_replies import ErrorKind
 from claudex.demo.faults import Fault, FaultState
+from claudex.demo.recording import presented_tokens
 
 if TYPE_CHECKING:
     from claudex.demo.fake_provider import FakeProvider
@@ -50,6 +51,9 @@ class ReplyWriter:
         self._request_id_header = (
             "request-id" if provider.protocol == "anthropic" else "x-request-id"
         )
+        self.echo_key = False
+        """Error answers quote the credential the request presented, as some real providers
+        do ("invalid x-api-key sk-..."); tests of claudex's secret scrubbing turn it on."""
 
     def failure_response(self, mode: Fault, faults: FaultState) -> web.Response | None:
         """The error answer the fault `mode` calls for; None when it is not an error status."""
@@ -131,7 +135,17 @@ class ReplyWriter:
 
     def error(self, kind: ErrorKind, message: str | None = None) -> web.Response:
         status, payload = replies.error_reply(self._provider.protocol, kind, message)
+        if self.echo_key:
+            self._quote_key(payload)
         return self.json(status, payload)
+
+    def _quote_key(self, payload: dict[str, Any]) -> None:
+        # The request being answered is the last one recorded: nothing awaits in between.
+        recorded = self._provider.requests
+        tokens = presented_tokens(recorded[-1].headers) if recorded else ()
+        if tokens:
+            error = payload["error"]
+            error["message"] = f"{error['message']} (invalid x-api-key {tokens[0]})"
 
     def json(self, status: int, payload: dict[str, Any]) -> web.Response:
         return web.Response(

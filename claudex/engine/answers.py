@@ -1,13 +1,20 @@
-"""The responses the engine hands back: success tagging, pass-through, the all-failed error."""
+"""The responses the engine hands back: success tagging, pass-through, the all-failed error.
+
+Upstream error bodies may quote the credential they were sent ("invalid x-api-key sk-...");
+every error body and message is scrubbed of secrets before it reaches the client, the status or
+an event. Successful bodies are never scanned: that is the hot path.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 
+from claudex.engine.credentials import AuthHeaders
 from claudex.engine.explain import all_failed_sentence
 from claudex.engine.ledger import Trail
 from claudex.engine.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest
+from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai
 
 # Upstream response headers worth passing to the client; everything else (hop-by-hop, length,
@@ -29,6 +36,28 @@ def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
     return out
 
 
+def _client_credentials(req: ProxyRequest) -> list[str]:
+    """What a passthrough request forwarded as its own credential."""
+    found = []
+    key = req.headers.get("x-api-key")
+    if key:
+        found.append(key.strip())
+    scheme, _, credential = req.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credential.strip():
+        found.append(credential.strip())
+    return found
+
+
+def scrub_error_body(payload: bytes, auth: AuthHeaders | None, req: ProxyRequest) -> bytes:
+    """An upstream's error body without any secret in it: the token this request was sent with
+    is registered (so later messages are scrubbed of it too), a passthrough client's own
+    credential is masked without being kept."""
+    if auth is not None:
+        SCRUBBER.note(auth.token)
+        return SCRUBBER.data(payload)
+    return SCRUBBER.data(payload, _client_credentials(req))
+
+
 def tag(result: ForwardResult) -> ForwardResult:
     if result.provider:
         result.headers["x-claudex-provider"] = result.provider
@@ -40,6 +69,10 @@ def tag(result: ForwardResult) -> ForwardResult:
 def error_result(req: ProxyRequest, status: int, message: str, attempts: list[Attempt],
                  retry_after: float | None = None) -> ForwardResult:
     listed = [a.to_json() for a in attempts]
+    for entry in listed:
+        if entry["message"]:
+            entry["message"] = SCRUBBER.text(entry["message"])
+    message = SCRUBBER.text(message)
     if req.protocol == "anthropic":
         body = anthropic.error_body(status, message, attempts=listed)
     else:
@@ -58,7 +91,8 @@ def all_failed(req: ProxyRequest, trail: Trail) -> tuple[ForwardResult, str]:
     rate_limited = bool(relevant) and all(
         f.attempt.outcome in ("rate_limited", "cooling_down") for f in relevant
     )
-    sentence = all_failed_sentence(trail.attempts, rate_limited=rate_limited)
+    # Scrubbed here too: the sentence is also logged and published as an escalation.
+    sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited))
     if rate_limited:
         waits = [f.retry_after for f in relevant if f.retry_after is not None]
         retry_after = min(waits) if waits else 1.0

@@ -12,6 +12,7 @@ from claudex.engine.classify import Outcome, map_transport_error
 from claudex.engine.exchange import Exchange, StreamCodec
 from claudex.engine.ledger import Ledger
 from claudex.engine.request import Attempt, ForwardResult
+from claudex.engine.secrets import SCRUBBER
 from claudex.engine.transport import UpstreamResponse
 from claudex.providers import anthropic, openai
 from claudex.providers.sse import CommitWatcher, StreamSignal
@@ -86,6 +87,10 @@ async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
         try:
             async for chunk in chunks:
                 out = codec.feed(chunk)
+                if codec.error is not None and out:
+                    # The upstream's own error event may quote the key it was sent: mask it
+                    # (only on this path; content events are never scanned).
+                    out = SCRUBBER.data(out)
                 if out:
                     yield out
         except Exception as exc:

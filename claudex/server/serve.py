@@ -6,11 +6,14 @@ from __future__ import annotations
 import gc
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from claudex.config.loader import load_config
 from claudex.config.model import Config
+from claudex.config.permissions import config_permission_warning
 from claudex.engine.engine import Engine
+from claudex.engine.secrets import config_secrets
 from claudex.logs import REDACTOR
 from claudex.server.app import create_app
 from claudex.server.run import bind_socket, make_server
@@ -44,11 +47,16 @@ def listen_token(config: Config, host: str) -> str | None:
 
 
 def register_secrets(config: Config) -> None:
-    secrets = [p.api_key for p in config.profiles]
-    secrets += [os.environ.get(p.api_key_env, "") for p in config.profiles if p.api_key_env]
-    if config.proxy.auth_token_env:
-        secrets.append(os.environ.get(config.proxy.auth_token_env))
-    REDACTOR.add(secrets)
+    """Mask the config's secrets (and the local token) wherever claudex writes text."""
+    REDACTOR.add(config_secrets(config))
+
+
+def listening_on(config: Config, host: str, port: int) -> Config:
+    """`config` as served: `--host`/`--port` override the file, so the Host check and the
+    status report the address really bound."""
+    if (config.proxy.host, config.proxy.port) == (host, port):
+        return config
+    return replace(config, proxy=replace(config.proxy, host=host, port=port))
 
 
 def serve_forever(config: Config, *, host: str, port: int, config_path: Path | None) -> int:
@@ -64,12 +72,17 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
         raise CliError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
 
     path = config_path
+    bound = sock.getsockname()[1]
+    config = listening_on(config, host, bound)
+    warning = config_permission_warning(config)
+    if warning:
+        log.warning("%s", warning)
 
     def reload() -> Config:
         assert path is not None
         fresh = load_config(path)
         register_secrets(fresh)
-        return fresh
+        return listening_on(fresh, host, bound)
 
     engine = Engine(config)
     app = create_app(engine, load_config=reload if path else None, token=token)
@@ -80,8 +93,7 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
         loop_name = "asyncio"
     server = make_server(app, loop=loop_name, log_level="warning")
     names = ", ".join(p.name for p in config.profiles)
-    log.info("claudex listening on http://%s:%d (profiles: %s)", host, sock.getsockname()[1],
-             names)
+    log.info("claudex listening on http://%s:%d (profiles: %s)", host, bound, names)
     # Startup objects (config, modules, the app) never die: move them out of the collector's
     # sight, and collect the young generation less often. Each request allocates a few hundred
     # short-lived objects; at 64 concurrent requests the default threshold (700) made the
