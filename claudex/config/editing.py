@@ -18,13 +18,21 @@ Every write builds the whole new text first, validates it with the same validato
 leaves the file untouched. The file gets mode 0600 when it holds a secret (`api_key = "..."`),
 else it keeps its mode.
 
+Crashes: the new text goes to a hidden temp file beside the config (`.profiles.toml.*.tmp`,
+a name neither the loader nor the watcher reads) and is renamed over it, so a writer killed at
+any point leaves the old file whole. claudex's writers of one directory take turns (an advisory
+lock on the directory), so a temp file found while holding the turn belongs to a writer that
+died: each successful write removes those. A write the system refuses (read-only directory,
+disk full) raises `WriteError`, saying why, with the file unchanged.
+
 Conflicts: callers take a `Fingerprint` (mtime and sha256) when they read the file and pass it
 back when they write. If the file changed on disk in between, `ConflictError` is raised and
 nothing is written; the caller then reloads or overwrites (writes again with
 `ConflictError.current`, re-applying its values on top of the new content), so neither edit is lost.
 
-Exceptions: `EditError` is the base of `ConflictError` and `ProfileNotFoundError`; a file that
-does not load, or an edit that would not load, raises `ConfigError` (`claudex.config.model`).
+Exceptions: `EditError` is the base of `ConflictError`, `ProfileNotFoundError` and `WriteError`;
+a file that does not load, or an edit that would not load, raises `ConfigError`
+(`claudex.config.model`).
 
 Layout: the pure text transforms (`with_profile_updated`, `profile_names`, ...) live in
 `claudex.config._edit_text` and are re-exported here; this module adds the file around them
@@ -33,10 +41,13 @@ Layout: the pure text transforms (`with_profile_updated`, `profile_names`, ...) 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import stat
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +73,7 @@ __all__ = [
     "EditError",
     "Fingerprint",
     "ProfileNotFoundError",
+    "WriteError",
     "add_profile",
     "delete_profile",
     "digest_of",
@@ -94,6 +106,16 @@ class ConflictError(EditError):
         super().__init__(f"{path} changed on disk since it was loaded")
         self.path = path
         self.current = current
+
+
+class WriteError(EditError):
+    """The system refused the write (read-only directory, disk full, ...); the file is unchanged."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        reason = error.strerror or type(error).__name__
+        super().__init__(f"cannot write {path}: {reason}; the file was not changed")
+        self.path = path
+        self.errno = error.errno
 
 
 @dataclass(frozen=True)
@@ -224,21 +246,73 @@ def _commit(
     create: bool = False,
 ) -> Fingerprint:
     file = str(path)
-    if create and not path.exists():
-        raw, current, mode = b"", None, _SECRET_MODE
-    else:
-        raw, current = _read_or_report(path)
-        mode = stat.S_IMODE(os.stat(path).st_mode)
-    if current is not None:
-        _check_unchanged(path, current, expected_mtime_ns, expected_digest)
-    bom, text = _decode(raw, file)
-    new_text = transform(text, file)
-    config = parse_config(new_text, file)  # raises ConfigError: nothing written
-    new_mode = _SECRET_MODE if any(profile.api_key for profile in config.profiles) else mode
-    if current is not None and new_text == text and new_mode == mode:
-        return current  # nothing to change: no write, so no reload event for watchers
-    write_text_atomic(path, bom + new_text, new_mode)
-    return file_fingerprint(path)
+    # The file actually written: a symlinked config is written at its target (as
+    # `write_text_atomic` does), and that is where its temp files are.
+    target = path.expanduser()
+    if target.is_symlink():
+        target = target.resolve()
+    # Read, check and write in one turn, so that no other claudex writer slips in between the
+    # conflict check and the rename.
+    with _writers_turn(target.parent):
+        if create and not path.exists():
+            raw, current, mode = b"", None, _SECRET_MODE
+        else:
+            raw, current = _read_or_report(path)
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        if current is not None:
+            _check_unchanged(path, current, expected_mtime_ns, expected_digest)
+        bom, text = _decode(raw, file)
+        new_text = transform(text, file)
+        config = parse_config(new_text, file)  # raises ConfigError: nothing written
+        new_mode = _SECRET_MODE if any(profile.api_key for profile in config.profiles) else mode
+        if current is not None and new_text == text and new_mode == mode:
+            return current  # nothing to change: no write, so no reload event for watchers
+        try:
+            write_text_atomic(path, bom + new_text, new_mode)
+        except OSError as error:
+            raise WriteError(path, error) from None
+        _remove_dead_writers_temp_files(target)
+        return file_fingerprint(path)
+
+
+@contextlib.contextmanager
+def _writers_turn(directory: Path) -> Iterator[None]:
+    """Hold the advisory lock of claudex's writers in `directory` (the lock is on the directory
+    itself, so no lock file is left behind). Where there is no such lock (Windows, a directory
+    that does not exist yet or cannot be opened) writers go without: the conflict check and the
+    atomic rename still protect the file."""
+    if sys.platform == "win32":
+        yield
+        return
+    import fcntl
+
+    try:
+        handle = os.open(directory, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:
+            pass  # a file system without flock: go on unlocked
+        yield
+    finally:
+        os.close(handle)  # releases the lock
+
+
+def _remove_dead_writers_temp_files(target: Path) -> None:
+    """Remove temp files of `target` left by writers that died mid-write (see the module
+    docstring: while we hold the writers' turn, no live writer has one)."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]+\.tmp")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    for name in names:
+        if pattern.fullmatch(name):
+            with contextlib.suppress(OSError):
+                os.unlink(target.parent / name)
 
 
 def _check_unchanged(

@@ -25,6 +25,7 @@ from claudex.engine.failover import Forwarder
 from claudex.engine.health import HealthChecker
 from claudex.engine.request import ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
+from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.stats import GlobalStats
 from claudex.engine.transport import AiohttpTransport, Transport
 
@@ -48,6 +49,7 @@ class Engine:
         http: httpx.AsyncClient | None = None,
     ) -> None:
         self.config = config
+        SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
         self.clock = clock
         self.wall = wall
@@ -66,7 +68,6 @@ class Engine:
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
-        self._background: set[asyncio.Future[None]] = set()
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -90,6 +91,7 @@ class Engine:
         # One log line per distinct escalation, not one per failing request during an outage.
         now = self.clock()
         last, at = self._last_escalation
+        sentence = SCRUBBER.text(sentence)
         if sentence != last or now - at >= 30.0:
             log.warning("%s", sentence)
             self._last_escalation = (sentence, now)
@@ -147,7 +149,7 @@ class Engine:
                 "status": result.status,
                 "stream": req.stream,
                 "latency_ms": round(ms, 2),
-                "attempts": [a.to_json() for a in result.attempts],
+                "attempts": [_scrubbed_attempt(a.to_json()) for a in result.attempts],
                 "trail": trail,
             }))
 
@@ -182,18 +184,18 @@ class Engine:
             if rt.profile != profile:
                 if any(getattr(rt.profile, f) != getattr(profile, f) for f in _AUTH_FIELDS):
                     rt.credentials = self._credentials(profile)
+                    rt.health.credentials_problem = None  # about the old source
                 rt.breaker.update_settings(profile.breaker)
                 rt.profile = profile
             fresh[profile.name] = rt
         removed = [n for n in old if n not in fresh]
+        SCRUBBER.add(config_secrets(config, self.env))
         self.config = config
         self.runtimes = fresh
-        drop = getattr(self.transport, "drop", None)
-        for name in removed:
-            if drop is not None:
-                task = asyncio.ensure_future(drop(name))
-                self._background.add(task)
-                task.add_done_callback(self._background.discard)
+        # A removed provider's connection pool is not closed here: requests already in flight
+        # to it (a long stream) would hang, as closing an aiohttp session does not wake a body
+        # being read. Its idle connections expire by keep-alive; the pool goes at `close()`,
+        # and a profile added back under the same name uses it again.
         self.events.publish(Event("reload", f"config reloaded: {len(fresh)} profiles"
                                   + (f", removed {', '.join(removed)}" if removed else "")))
         log.info("config reloaded: %d profiles", len(fresh))
@@ -212,5 +214,23 @@ class Engine:
             "requests_per_s": round(self.totals.meter.rate(now), 2),
             "default_profile": (self.config.default_profile.name
                                 if self.config.default_profile else None),
-            "profiles": [rt.status_json(now, degraded) for rt in self.runtimes.values()],
+            "profiles": [_scrubbed_status(rt.status_json(now, degraded))
+                         for rt in self.runtimes.values()],
         }
+
+
+def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
+    if attempt["message"]:
+        attempt["message"] = SCRUBBER.text(attempt["message"])
+    return attempt
+
+
+def _scrubbed_status(status: dict[str, Any]) -> dict[str, Any]:
+    """Texts in a provider's status that may hold an upstream's words, masked."""
+    stats, health = status["stats"], status["health"]
+    if stats.get("last_error"):
+        stats["last_error"] = SCRUBBER.text(stats["last_error"])
+    for key in ("error", "reason"):
+        if health.get(key):
+            health[key] = SCRUBBER.text(health[key])
+    return status

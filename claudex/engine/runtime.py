@@ -23,6 +23,7 @@ class HealthState:
     unsupported: bool = False              # the provider has no models endpoint (404/405)
     auth_failing: bool = False             # last probe or request was refused with 401/403
     live_failure_since_probe: bool = False
+    credentials_problem: str | None = None  # the last probe could not get credentials: why
 
 
 @dataclass
@@ -49,6 +50,8 @@ class ProviderRuntime:
             return "red", f"misconfigured: {profile.problem}"
         if not profile.enabled:
             return "yellow", "disabled"
+        if health.credentials_problem is not None:  # found at run time (a token_command failing)
+            return "red", f"misconfigured: {health.credentials_problem}"
         if state is BreakerState.FORCED_OPEN:
             return "red", "breaker tripped by operator"
         if state is BreakerState.OPEN:
