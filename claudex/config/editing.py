@@ -44,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -64,7 +63,7 @@ from claudex.config._edit_text import (
 )
 from claudex.config.loader import parse_config
 from claudex.config.model import Config, ConfigError, ConfigIssue
-from claudex.engine.secrets import write_text_atomic
+from claudex.engine.secrets import remove_leftover_temp_files, write_text_atomic
 
 # The pure text transforms live in `_edit_text` (the editor runs them on every keystroke); they
 # are part of this module's API, so they are re-exported here.
@@ -271,7 +270,8 @@ def _commit(
             write_text_atomic(path, bom + new_text, new_mode)
         except OSError as error:
             raise WriteError(path, error) from None
-        _remove_dead_writers_temp_files(target)
+        # We hold the writers' turn, so no live claudex writer has a temp file here now.
+        remove_leftover_temp_files(target, min_age_s=0)
         return file_fingerprint(path)
 
 
@@ -299,20 +299,6 @@ def _writers_turn(directory: Path) -> Iterator[None]:
         yield
     finally:
         os.close(handle)  # releases the lock
-
-
-def _remove_dead_writers_temp_files(target: Path) -> None:
-    """Remove temp files of `target` left by writers that died mid-write (see the module
-    docstring: while we hold the writers' turn, no live writer has one)."""
-    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]+\.tmp")
-    try:
-        names = os.listdir(target.parent)
-    except OSError:
-        return
-    for name in names:
-        if pattern.fullmatch(name):
-            with contextlib.suppress(OSError):
-                os.unlink(target.parent / name)
 
 
 def _check_unchanged(

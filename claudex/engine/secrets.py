@@ -17,6 +17,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,7 +189,9 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o600) -> None:
 
     A symlink at `path` is followed, so a file managed from elsewhere (dotfiles) stays linked.
     Missing parent directories are created private to the user. On any failure the old file is
-    untouched and no temp file is left behind.
+    untouched and no temp file is left behind — unless the process is killed mid-write: such a
+    leftover (mode 0600, perhaps holding a token) is removed by a later write once it is clearly
+    stale, since no live writer keeps one for more than a moment.
     """
     target = Path(path).expanduser()
     if target.is_symlink():
@@ -208,6 +211,29 @@ def write_text_atomic(path: Path, text: str, mode: int = 0o600) -> None:
             os.unlink(tmp_name)
         raise
     _fsync_directory(target.parent)
+    remove_leftover_temp_files(target, min_age_s=STALE_TEMP_FILE_S)
+
+
+STALE_TEMP_FILE_S = 60.0
+
+
+def remove_leftover_temp_files(target: Path, *, min_age_s: float) -> None:
+    """Remove the temp files `write_text_atomic` makes for `target` that are at least
+    `min_age_s` old: left by writers that were killed mid-write. A caller holding a lock that
+    every writer takes may pass 0."""
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.[A-Za-z0-9_]+\.tmp")
+    try:
+        names = os.listdir(target.parent)
+    except OSError:
+        return
+    now = time.time()
+    for name in names:
+        if not pattern.fullmatch(name):
+            continue
+        leftover = target.parent / name
+        with contextlib.suppress(OSError):
+            if now - leftover.stat().st_mtime >= min_age_s:
+                leftover.unlink()
 
 
 def write_json_atomic(path: Path, data: object, mode: int = 0o600) -> None:
