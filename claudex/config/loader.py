@@ -77,7 +77,9 @@ def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Confi
         # utf-8-sig: tolerate the byte-order mark some Windows editors write.
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = raw.count(b"\n", 0, error.start) + 1
+        # Count in `error.object`, not `raw`: utf-8-sig reports `start` in the bytes after the
+        # byte-order mark, so counting in `raw` put the issue up to three bytes (lines) early.
+        line = error.object.count(b"\n", 0, error.start) + 1
         raise ConfigError([ConfigIssue(name, line, "file", "not valid UTF-8 text")]) from None
     return replace(parse_config(text, name, env), path=file)
 

@@ -86,7 +86,8 @@ def _parse_http_date(text: str, now_wall: float) -> float | None:
     try:
         # datetime() rejects day 32, hour 25 and the like, which parsedate_tz lets through.
         moment = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-    except ValueError:
+    except (ValueError, OverflowError):
+        # OverflowError: a year (or day...) too long for a C long ("Jan 1 00:00:00 9999999999").
         return None
     offset = parts[9] or 0  # asctime has no zone; HTTP-dates are always GMT
     return moment.timestamp() - offset

@@ -360,12 +360,14 @@ class Credentials:
             new_token = replace(new_token, expires_at=None)
         try:
             write_json_atomic(path, new_doc)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
+            # ValueError: text UTF-8 cannot encode, such as a lone surrogate that the file held
+            # as a `\ud800` escape (UnicodeEncodeError); the old file is left as it was.
             log.warning(
                 "%s: could not write %s (%s); the new token is kept in memory only",
                 self._profile.name,
                 path,
-                exc.strerror,
+                getattr(exc, "strerror", None) or type(exc).__name__,
             )
         self._succeeded(f"{self._profile.name}: token refreshed")
         return new_token

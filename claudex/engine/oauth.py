@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import math
 import os
 import re
 import signal
@@ -176,11 +177,18 @@ def read_token_file(fmt: OAuthFormat, path: Path) -> tuple[OAuthToken, dict[str,
     except json.JSONDecodeError as exc:
         # exc.msg is the parser's complaint only; the document itself is not quoted.
         raise TokenFileError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except (ValueError, RecursionError):
+        # json.loads lets these escape its own error type: an integer literal past Python's
+        # 4300-digit limit (ValueError) and arrays or objects nested past the recursion limit.
+        raise TokenFileError(f"{path} is not valid JSON (too long a number or too deep)") from None
     try:
         token = fmt.read(doc)
+        # Copying recurses deeper per level than parsing did, so it can still overflow here.
+        return token, _copy_object(doc)
+    except RecursionError:
+        raise TokenFileError(f"{path}: the JSON is nested too deeply") from None
     except TokenFileError as exc:
         raise TokenFileError(f"{path}: {exc}") from None
-    return token, _copy_object(doc)
 
 
 def token_from_output(output: str) -> str | None:
@@ -216,7 +224,7 @@ async def request_refresh(
         raise RefreshFailed(f"could not reach the token endpoint ({type(exc).__name__})") from exc
     try:
         body: object = response.json()
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting past json's recursion limit
         body = None
     if response.status_code != 200:
         code = _error_code(body)
@@ -233,7 +241,7 @@ async def request_refresh(
     return GrantResult(
         access_token=access,
         refresh_token=refresh if isinstance(refresh, str) and refresh else None,
-        expires_in=_positive_number(expires_in),
+        expires_in=_lifetime(expires_in),
         id_token=id_token if isinstance(id_token, str) and id_token else None,
     )
 
@@ -308,8 +316,25 @@ def _copy_object(doc: object) -> dict[str, Any]:
 
 def _positive_number(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
+        # A JSON integer past float's range raised OverflowError here, and Infinity came back
+        # as inf; neither is a usable expiry, so both count as none.
+        try:
+            number = float(value)
+        except OverflowError:
+            return None
+        return number if math.isfinite(number) else None
     return None
+
+
+# No token endpoint grants a token for longer; a bigger `expires_in` (1e306) also overflowed
+# the expiry written back to the file (epoch milliseconds, or an ISO date before year 10000).
+_MAX_EXPIRES_IN = 10 * 365 * 24 * 3600.0
+
+
+def _lifetime(value: object) -> float | None:
+    """A grant's `expires_in`, or None when it is missing, malformed or unbelievably long."""
+    seconds = _positive_number(value)
+    return seconds if seconds is not None and seconds <= _MAX_EXPIRES_IN else None
 
 
 # Epoch values above this are milliseconds (in seconds it would be the year 5138).

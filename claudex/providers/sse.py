@@ -77,9 +77,15 @@ def split_events(buffer: bytearray) -> list[SseEvent]:
 def _json(data: str) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested past json's recursion limit
         return None
     return value if isinstance(value, dict) else None
+
+
+def _message(value: object) -> str:
+    # Only text is a message: str() of any other JSON value can be huge, or recurse too deeply
+    # for a nested one (RecursionError).
+    return value if isinstance(value, str) and value else "error event"
 
 
 ANTHROPIC_CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delta"})
@@ -95,8 +101,7 @@ def anthropic_signal(event: SseEvent) -> tuple[StreamSignal, str]:
         return StreamSignal.CONTENT, ""
     if kind == "error":
         err = (payload or {}).get("error", {})
-        message = err.get("message") if isinstance(err, dict) else None
-        return StreamSignal.ERROR, str(message or "error event")
+        return StreamSignal.ERROR, _message(err.get("message") if isinstance(err, dict) else None)
     return StreamSignal.NONE, ""
 
 
@@ -110,9 +115,10 @@ def openai_signal(event: SseEvent) -> tuple[StreamSignal, str]:
         return StreamSignal.NONE, ""
     if "error" in payload:
         err = payload["error"]
-        message = err.get("message") if isinstance(err, dict) else err
-        return StreamSignal.ERROR, str(message or "error event")
-    for choice in payload.get("choices") or ():
+        return StreamSignal.ERROR, _message(err.get("message") if isinstance(err, dict) else err)
+    choices = payload.get("choices")
+    # Anything but an array (`"choices": 5`) has no choices; iterating it raised TypeError.
+    for choice in choices if isinstance(choices, list) else ():
         if not isinstance(choice, dict):
             continue
         if choice.get("finish_reason"):

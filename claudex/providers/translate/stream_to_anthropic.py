@@ -30,7 +30,7 @@ from claudex.providers.translate.errors import (
 )
 from claudex.providers.translate.reasons import anthropic_stop_reason, anthropic_usage
 from claudex.providers.translate.responses import UNKNOWN_MODEL, synthetic_id
-from claudex.providers.translate.stream_base import StreamTranslator
+from claudex.providers.translate.stream_base import StreamTranslator, plausible_usage
 from claudex.providers.translate.tools import ToolNameMap
 from claudex.providers.translate.wire import (
     as_object,
@@ -87,8 +87,10 @@ class OpenAIToAnthropicStream(StreamTranslator):
             return self._fail(payload)
         out = self._start(payload)
         if isinstance(payload.get("usage"), dict):
-            self._usage = payload["usage"]
-        for choice in payload.get("choices") or ():
+            self._usage = plausible_usage(payload["usage"])
+        choices = payload.get("choices")
+        # Only an array holds choices; iterating `"choices": 5` raised TypeError.
+        for choice in choices if isinstance(choices, list) else ():
             if isinstance(choice, dict) and choice.get("index", 0) == 0:
                 out += self._on_choice(choice)
         return out
@@ -102,7 +104,8 @@ class OpenAIToAnthropicStream(StreamTranslator):
                 if isinstance(text, str) and text:
                     self._refused = self._refused or key == "refusal"
                     out += self._text(text)
-            for call in delta.get("tool_calls") or ():
+            calls = delta.get("tool_calls")
+            for call in calls if isinstance(calls, list) else ():  # as for choices
                 if isinstance(call, dict):
                     out += self._tool_fragment(call)
             if isinstance(delta.get("function_call"), dict):  # legacy single call
@@ -117,6 +120,9 @@ class OpenAIToAnthropicStream(StreamTranslator):
         self._error = stream_error_message(payload)
         return openai_stream_error_to_anthropic(payload)
 
+    def _unreadable(self, message: str) -> bytes:
+        return self._fail({"error": {"message": message, "type": "server_error"}})
+
     # -- message and blocks -----------------------------------------------------------------
 
     def _start(self, payload: dict[str, Any]) -> bytes:
@@ -126,7 +132,7 @@ class OpenAIToAnthropicStream(StreamTranslator):
         message_id = self._message_id or payload.get("id") or synthetic_id(
             "msg_", payload.get("created"), self._model)
         self._message_id = str(message_id)
-        usage = anthropic_usage(payload.get("usage"))
+        usage = anthropic_usage(plausible_usage(payload.get("usage")))
         usage["output_tokens"] = 0
         return sse_event("message_start", {"type": "message_start", "message": {
             "id": str(message_id), "type": "message", "role": "assistant",
@@ -159,7 +165,10 @@ class OpenAIToAnthropicStream(StreamTranslator):
             "delta": {"type": "text_delta", "text": text}})
 
     def _find_call(self, call: dict[str, Any]) -> _ToolCall:
-        call_id = call.get("id") or None
+        raw_id = call.get("id")
+        # Ids are kept and looked up as text: a list id (`"id": [1]`) is unhashable, and a
+        # number would never match the text it was stored under.
+        call_id = str(raw_id) if raw_id else None
         index = call.get("index")
         if call_id is not None and call_id in self._by_id:
             return self._by_id[call_id]
@@ -168,10 +177,10 @@ class OpenAIToAnthropicStream(StreamTranslator):
                 return self._by_index[index]
             if index is None and self._open_tool is not None:
                 return self._open_tool
-        found = _ToolCall(id=str(call_id) if call_id is not None else None)
+        found = _ToolCall(id=call_id)
         self._calls.append(found)
         if call_id is not None:
-            self._by_id[str(call_id)] = found
+            self._by_id[call_id] = found
         if isinstance(index, int):
             self._by_index[index] = found
         return found

@@ -28,7 +28,7 @@ from claudex.providers.translate.errors import (
 )
 from claudex.providers.translate.reasons import openai_finish_reason, openai_usage
 from claudex.providers.translate.responses import UNKNOWN_MODEL, synthetic_id
-from claudex.providers.translate.stream_base import StreamTranslator
+from claudex.providers.translate.stream_base import StreamTranslator, plausible_usage
 from claudex.providers.translate.tools import ToolNameMap
 from claudex.providers.translate.wire import (
     SSE_DONE,
@@ -73,6 +73,11 @@ class AnthropicToOpenAIStream(StreamTranslator):
             return b""
         handler = _HANDLERS.get(str(kind))
         return handler(self, payload) if handler is not None else b""
+
+    def _unreadable(self, message: str) -> bytes:
+        payload = {"type": "error", "error": {"type": "api_error", "message": message}}
+        self._error = message
+        return anthropic_stream_error_to_openai(payload)
 
     def _message_start(self, payload: dict[str, Any]) -> bytes:
         message = as_object(payload.get("message"))
@@ -135,6 +140,7 @@ class AnthropicToOpenAIStream(StreamTranslator):
 
     def _merge_usage(self, usage: Any) -> None:
         if isinstance(usage, dict):
+            usage = plausible_usage(usage)  # absurd counts would overflow json.dumps when summed
             self._usage.update({k: v for k, v in usage.items() if v is not None})
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
