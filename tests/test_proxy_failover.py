@@ -191,6 +191,24 @@ async def test_all_rate_limited_gives_429_with_retry_after(fakes: Any, proxy_fac
         "Repeated rate-limit errors from primary, backup and spare")
 
 
+async def test_a_profile_whose_token_command_fails_does_not_hide_a_rate_limit(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    config = build_config(
+        profile_toml("primary", f["primary"], backups=["backup"],
+                     extra='token_command = "exit 3"')
+        + profile_toml("backup", f["backup"]))
+    proxy = await proxy_factory(config, fakes=f)
+    f["backup"].set_fault("429", retry_after=90)
+    resp = await proxy.messages()
+    # The primary could not be used at all (its credentials), so the only word from a provider
+    # is "rate limited": 429 with Retry-After, not 502.
+    assert resp.status_code == 429 and int(resp.headers["retry-after"]) == 90
+    assert resp.headers["x-claudex-attempts"] == "primary:credentials,backup:429"
+    assert f["primary"].request_count == 0
+
+
 async def test_openai_chain_fails_over_with_openai_error_format(
     fakes: Any, proxy_factory: Any
 ) -> None:

@@ -150,3 +150,28 @@ async def test_client_leaving_mid_stream_frees_the_half_open_probe(
         assert breaker.state.value == "half_open"  # a neutral outcome: still trying
     finally:
         await slow.stop()
+
+
+async def test_a_stream_is_in_flight_until_it_ends_or_the_client_leaves(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    from claudex.demo.fake_provider import FakeProvider
+
+    slow = FakeProvider("primary", "anthropic", stream_delay_ms=20)
+    await slow.start()
+    try:
+        proxy = await proxy_factory(build_config(profile_toml("primary", slow)))
+        totals = proxy.engine.totals
+        async with proxy.client.stream("POST", "/v1/messages",
+                                       json=anthropic_body("events:100000", stream=True)) as resp:
+            async for chunk in resp.aiter_bytes():
+                if b"content_block_delta" in chunk:
+                    # Committed and streaming: the console's quit must still see it in flight.
+                    assert totals.in_flight == 1
+                    break  # leave mid-stream
+        await eventually(lambda: totals.in_flight == 0)
+        resp2 = await proxy.messages(anthropic_body("events:3", stream=True))
+        assert resp2.status_code == 200 and "message_stop" in resp2.text
+        assert totals.in_flight == 0  # a stream read to its end is no longer in flight
+    finally:
+        await slow.stop()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -124,11 +124,28 @@ class Engine:
         started = self.clock()
         try:
             result = await self.forwarder.forward(req)
-        finally:
+        except BaseException:
             self.totals.in_flight -= 1
+            raise
+        if result.stream is None:
+            self.totals.in_flight -= 1
+        else:
+            # A stream is in flight until its last chunk (or the client leaving), not until
+            # its first: quitting the console must not cut one short without asking.
+            result.stream = self._in_flight_until_done(result.stream)
         if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
             self._report_request(req, result, (self.clock() - started) * 1000.0)
         return result
+
+    async def _in_flight_until_done(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in stream:
+                yield chunk
+        finally:
+            self.totals.in_flight -= 1
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()  # settles the breaker permit of a stream left unfinished
 
     def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float) -> None:
         trail = " -> ".join(
