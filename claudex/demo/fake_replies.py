@@ -16,7 +16,7 @@ builders stay importable from here), over the `Reply` of `claudex.demo.replies_c
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeGuard
 
 from claudex.demo.replies_anthropic import (
     anthropic_error,
@@ -57,7 +57,7 @@ __all__ = [
 Protocol = Literal["anthropic", "openai"]
 
 MAX_EVENTS: Final = 100_000
-_EVENTS_KNOB = re.compile(r"\bevents:(\d+)\b")
+_EVENTS_KNOB = re.compile(r"\bevents:(\d{1,9})\b")  # more digits than that: not a knob
 _TOOL_KNOB = re.compile(r"\buse tool\b(?:\s+([A-Za-z0-9_.-]+))?", re.IGNORECASE)
 
 
@@ -88,20 +88,106 @@ def plan_reply(
         raise BadRequest("messages: Field required and must be a non-empty list")
     if protocol == "anthropic" and needs_max_tokens:
         max_tokens = body.get("max_tokens")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        if not _is_integer(max_tokens) or max_tokens < 1:
             raise BadRequest("max_tokens: Field required and must be a positive integer")
+    _check_shape(protocol, body)
     prompt = _last_user_text(messages[-1])
     tool_call = _tool_call(protocol, body, prompt, reply_id)
     words: tuple[str, ...] = ()
     if tool_call is None:
         words = _words(provider, model, prompt)
-    return Reply(
+    reply = Reply(
         id=reply_id,
         model=model,
         words=words,
         tool_call=tool_call,
         input_tokens=max(1, body_size // 4),
     )
+    _check_encodable(reply)
+    return reply
+
+
+# ---------------------------------------------------------------- what the real APIs refuse
+
+MAX_OUTPUT_TOKENS: Final = 128_000
+"""The fakes' model limit: a larger max_tokens is refused, as the real APIs refuse one over
+the model's own limit."""
+
+_ROLES: Final[dict[str, tuple[str, ...]]] = {
+    "anthropic": ("user", "assistant"),
+    "openai": ("system", "developer", "user", "assistant", "tool", "function"),
+}
+
+
+def _is_integer(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _where(protocol: Protocol, *path: str | int) -> str:
+    """`messages.0.role` (Anthropic) or `messages[0].role` (OpenAI)."""
+    if protocol == "anthropic":
+        return ".".join(str(p) for p in path)
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".")
+
+
+def _check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
+    """The structure both APIs validate before anything else: roles, content, block and
+    part types, tools, stream and token limits. Raises BadRequest with the field's path."""
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise BadRequest(f"{_where(protocol, 'stream')}: Input should be a valid boolean")
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if not _is_integer(value) or value < 1:
+            raise BadRequest(f"{key}: Input should be a positive integer")
+        if value > MAX_OUTPUT_TOKENS:
+            raise BadRequest(f"{key}: {value} > {MAX_OUTPUT_TOKENS}, which is the maximum "
+                             f"allowed number of output tokens for {body.get('model')}")
+    for index, message in enumerate(body["messages"]):
+        if not isinstance(message, dict):
+            raise BadRequest(f"{_where(protocol, 'messages', index)}: Input should be an object")
+        role = message.get("role")
+        if role not in _ROLES[protocol]:
+            allowed = ", ".join(_ROLES[protocol])
+            raise BadRequest(f"{_where(protocol, 'messages', index, 'role')}: "
+                             f"Input should be one of {allowed}")
+        content = message.get("content")
+        optional = protocol == "openai" and role in ("assistant", "function")
+        if content is None and optional:
+            continue
+        if not isinstance(content, str | list):
+            raise BadRequest(f"{_where(protocol, 'messages', index, 'content')}: "
+                             "Input should be a string or a list of content blocks")
+        for number, block in enumerate(content if isinstance(content, list) else ()):
+            if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+                raise BadRequest(f"{_where(protocol, 'messages', index, 'content', number)}: "
+                                 "Input should be an object with a string 'type'")
+    tools = body.get("tools")
+    if tools is not None and not isinstance(tools, list):
+        raise BadRequest(f"{_where(protocol, 'tools')}: Input should be a valid list")
+    for index, tool in enumerate(tools or ()):
+        if not isinstance(tool, dict):
+            raise BadRequest(f"{_where(protocol, 'tools', index)}: Input should be an object")
+    if protocol == "anthropic":
+        system = body.get("system")
+        if system is not None and not isinstance(system, str | list):
+            raise BadRequest("system: Input should be a valid string or a list of text blocks")
+
+
+def _check_encodable(reply: Reply) -> None:
+    """Strings the reply echoes from the request must have a UTF-8 form: a lone surrogate
+    escape (`\\ud800`) parses in Python but not in the real APIs' JSON readers."""
+    echoed = [reply.model]
+    if reply.tool_call is not None:
+        echoed += [reply.tool_call.name, reply.tool_call.arguments]
+    try:
+        for text in echoed:
+            text.encode()
+    except UnicodeEncodeError:
+        raise BadRequest("The request body is not valid JSON: no low surrogate in string") \
+            from None
 
 
 def _last_user_text(message: Any) -> str:

@@ -20,6 +20,7 @@ from claudex.engine.request import ProxyRequest
 from claudex.providers import anthropic, openai
 from claudex.providers import translate as tr
 from claudex.providers.sse import TailScanner
+from claudex.providers.validation import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
 
@@ -112,7 +113,13 @@ def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
 
 
 def _dumps(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (`"\ud800"` in the client's JSON) has no UTF-8 form: send it escaped,
+        # as the client wrote it, and let the provider judge it.
+        return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
@@ -151,6 +158,23 @@ class Exchange:
         return openai.chat_url(self.profile.base_url)
 
     def body(self) -> bytes:
+        """The request body for this provider. Raises InvalidRequest when the client's request
+        is malformed in a way only translation notices (nothing is sent anywhere then)."""
+        try:
+            return self._body()
+        except InvalidRequest:
+            raise
+        except RecursionError:
+            # JSON nested close to the parser's limit parses, but re-encoding it one call
+            # deeper does not.
+            raise InvalidRequest(Problem((), "nesting")) from None
+        except Exception:
+            # A claudex bug: the caller fails over; the traceback belongs in the log.
+            log.exception("%s: could not build the request for %s", self.profile.name,
+                          self.upstream)
+            raise
+
+    def _body(self) -> bytes:
         req, profile = self.req, self.profile
         if self.translating:
             convert = (tr.anthropic_to_openai_request if self.client == "anthropic"

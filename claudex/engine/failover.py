@@ -14,7 +14,13 @@ from typing import Protocol
 
 from claudex.config.model import Config, Profile
 from claudex.engine import backoff
-from claudex.engine.answers import all_failed, error_result, passed_headers, tag
+from claudex.engine.answers import (
+    all_failed,
+    error_result,
+    passed_headers,
+    scrub_error_body,
+    tag,
+)
 from claudex.engine.breaker import BreakerState
 from claudex.engine.classify import Outcome, classify_status, map_transport_error
 from claudex.engine.clock import Clock, Sleep, WallClock
@@ -24,11 +30,14 @@ from claudex.engine.exchange import Exchange
 from claudex.engine.ledger import Ledger, Trail
 from claudex.engine.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
+from claudex.engine.secrets import SCRUBBER
 from claudex.engine.stats import GlobalStats
 from claudex.engine.streaming import open_stream
 from claudex.engine.transport import Transport
 from claudex.providers import anthropic, openai
 from claudex.providers.translate import estimate_input_tokens
+from claudex.providers.validation import InvalidRequest
+from claudex.providers.validation import error_body as request_error_body
 
 
 class EngineCore(Protocol):
@@ -156,8 +165,15 @@ class Forwarder:
             return self._local_token_estimate(req, profile.name, ledger.trail.attempts)
         try:
             body = exchange.body()
-        except (ValueError, TypeError, KeyError) as exc:
-            ledger.fail(Attempt(profile.name, "translation_error", None, str(exc)[:200]))
+        except InvalidRequest as exc:  # the client's request is malformed: 400, no provider
+            ledger.note(Attempt(profile.name, "invalid_request", None, str(exc)[:200]))
+            ledger.release()
+            return tag(ForwardResult(400, {"content-type": "application/json"}, None,
+                                     ledger.trail.attempts,
+                                     body=request_error_body(req.protocol, exc.problem)))
+        except Exception as exc:  # a claudex bug, not the provider's fault: no breaker failure
+            ledger.trail.skip(Attempt(profile.name, "translation_error", None, str(exc)[:200]))
+            ledger.release()
             return None
         url = exchange.url()
         refreshed = False
@@ -187,7 +203,10 @@ class Forwarder:
             outcome = classify_status(status, oauth=oauth)
             if outcome is Outcome.OK:
                 if req.stream:
-                    return await open_stream(ledger, exchange, resp, started)
+                    streamed = await open_stream(ledger, exchange, resp, started)
+                    if streamed is None and auth is not None:
+                        SCRUBBER.note(auth.token)  # its failure message may quote the token
+                    return streamed
                 try:
                     payload = exchange.answer(await resp.read())
                 except Exception as exc:
@@ -207,6 +226,7 @@ class Forwarder:
                 payload = await resp.read()
             except Exception:
                 payload = b""
+            payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
             message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
                        else openai.error_message(payload))
             attempt = Attempt(profile.name, outcome.value, status, message,

@@ -18,7 +18,7 @@ from typing import Any
 from claudex.config.model import MAX_BODY_BYTES, Protocol
 from claudex.engine.engine import Engine
 from claudex.engine.request import Endpoint, ForwardResult, ProxyRequest
-from claudex.providers import anthropic, openai
+from claudex.providers import anthropic, openai, validation
 
 log = logging.getLogger("claudex.server")
 
@@ -49,6 +49,38 @@ def match(path: str) -> tuple[Protocol, Endpoint, str | None] | None:
 
 class _TooLarge(Exception):
     pass
+
+
+class _Unreadable(Exception):
+    """The body is not a JSON object; the message says why, in a sentence for the client."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _Unreadable(f"Request body is not valid JSON: {name} is not a JSON value.")
+
+
+# One decoder for every request: json.loads with options would build a new one each time.
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
+def _parse(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object. Strict: UTF-8 only (as both APIs require) and no
+    NaN/Infinity, which Python accepts but no provider does."""
+    if not raw or raw.isspace():
+        raise _Unreadable("Request body is empty; expected a JSON object.")
+    try:
+        body = _DECODER.decode(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(f"Request body is not valid UTF-8 (byte {exc.start}).") from None
+    except json.JSONDecodeError as exc:
+        raise _Unreadable(f"Request body is not valid JSON: {exc}.") from None
+    except ValueError:  # Python's cap on the digits of an integer
+        raise _Unreadable("Request body has a number with too many digits.") from None
+    except RecursionError:
+        raise _Unreadable("Request body is nested too deeply to be valid JSON.") from None
+    if not isinstance(body, dict):
+        raise _Unreadable("Request body must be a JSON object.")
+    return body
 
 
 class _Disconnected(Exception):
@@ -90,14 +122,14 @@ class ProxyRoutes:
         except _Disconnected:
             return
         try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            await self._answer(send, 400, _error_body(
-                protocol, 400, f"Request body is not valid JSON: {exc}."))
+            body = _parse(raw)
+        except _Unreadable as exc:
+            await self._answer(send, 400, _error_body(protocol, 400, str(exc)))
             return
-        if not isinstance(body, dict):
-            await self._answer(send, 400, _error_body(
-                protocol, 400, "Request body must be a JSON object."))
+        try:
+            validation.check_top_level(protocol, endpoint, body)
+        except validation.InvalidRequest as exc:
+            await self._answer(send, 400, validation.error_body(protocol, exc.problem))
             return
         req = ProxyRequest(
             protocol=protocol, endpoint=endpoint, body=body, raw=raw, headers=headers,
@@ -106,6 +138,9 @@ class ProxyRoutes:
         )
         try:
             result = await self.engine.forward(req)
+        except validation.InvalidRequest as exc:  # found deeper, e.g. by a local token count
+            await self._answer(send, 400, validation.error_body(protocol, exc.problem))
+            return
         except Exception:  # a claudex bug: answer in the client's format, details in the log
             log.exception("internal error while forwarding")
             await self._answer(send, 500, _error_body(

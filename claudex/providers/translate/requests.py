@@ -40,6 +40,7 @@ from claudex.providers.translate.tools import (
     openai_tool_choice_to_anthropic,
     openai_tools_to_anthropic,
 )
+from claudex.providers.validation import check_anthropic_contents, check_openai_contents
 
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_MAX_TEMPERATURE = 1.0
@@ -88,7 +89,9 @@ def anthropic_to_openai_request(
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
 ) -> Translated:
     """`max_tokens_field`: OpenAI's own reasoning models take only `max_completion_tokens`;
-    most compatible servers know only `max_tokens`, hence the default."""
+    most compatible servers know only `max_tokens`, hence the default.
+    Raises InvalidRequest when the body is malformed (`claudex.providers.validation`)."""
+    check_anthropic_contents(body)
     names = ToolNameMap(OPENAI_NAME_LIMIT)
     drops = Drops()
     out: dict[str, Any] = {"model": model if model is not None else body.get("model")}
@@ -162,6 +165,8 @@ def openai_to_anthropic_request(
     model: str | None,
     max_tokens_cap: int | None,
 ) -> Translated:
+    """Raises InvalidRequest when the body is malformed (`claudex.providers.validation`)."""
+    check_openai_contents(body)
     names = ToolNameMap(ANTHROPIC_NAME_LIMIT)
     drops = Drops()
     system, messages = openai_messages_to_anthropic(list(body.get("messages") or ()), names,

@@ -12,6 +12,8 @@ import json
 import math
 from typing import Any
 
+from claudex.providers.validation import InvalidRequest, Problem, check_anthropic_contents
+
 IMAGE_TOKENS = 1600       # Anthropic's ceiling for a ~1.15 megapixel image
 DOCUMENT_TOKENS = 3000    # a PDF of a few pages; the real figure depends on its pages
 MESSAGE_OVERHEAD = 4
@@ -38,9 +40,9 @@ def _content_tokens(content: Any) -> float:
         elif kind == "image":
             total += IMAGE_TOKENS
         elif kind == "document":
-            source = block.get("source") or {}
-            total += text_tokens(str(source.get("data", ""))) if source.get("type") == "text" \
-                else DOCUMENT_TOKENS
+            source = block.get("source")
+            total += text_tokens(str(source.get("data", ""))) \
+                if isinstance(source, dict) and source.get("type") == "text" else DOCUMENT_TOKENS
         elif kind == "tool_use":
             total += text_tokens(str(block.get("name", "")))
             total += text_tokens(json.dumps(block.get("input") or {}, ensure_ascii=False))
@@ -54,12 +56,24 @@ def _content_tokens(content: Any) -> float:
 
 
 def estimate_input_tokens(body: dict[str, Any]) -> int:
-    """An Anthropic count_tokens request body -> its approximate input token count."""
+    """An Anthropic count_tokens request body -> its approximate input token count.
+    Raises InvalidRequest when the body is malformed, as Anthropic's own endpoint would."""
+    check_anthropic_contents(body)
+    try:
+        return _estimate(body)
+    except RecursionError:
+        # JSON nested close to the parser's limit parses, but re-encoding a part of it one
+        # call deeper does not.
+        raise InvalidRequest(Problem((), "nesting")) from None
+
+
+def _estimate(body: dict[str, Any]) -> int:
     total = _content_tokens(body.get("system"))
-    for message in body.get("messages") or ():
+    messages, tools = body.get("messages"), body.get("tools")
+    for message in messages if isinstance(messages, list) else ():
         if isinstance(message, dict):
             total += MESSAGE_OVERHEAD + _content_tokens(message.get("content"))
-    for tool in body.get("tools") or ():
+    for tool in tools if isinstance(tools, list) else ():
         if isinstance(tool, dict):
             total += TOOL_OVERHEAD + text_tokens(json.dumps(tool, ensure_ascii=False))
     return max(1, math.ceil(total))
