@@ -211,7 +211,7 @@ class Forwarder:
                     payload = exchange.answer(await resp.read())
                 except Exception as exc:
                     mapped, words = map_transport_error(exc)
-                    if isinstance(exc, ValueError):
+                    if isinstance(exc, ValueError | RecursionError):  # not JSON we can use
                         mapped, words = Outcome.SERVER_ERROR, "unreadable answer"
                     ledger.fail(Attempt(profile.name, mapped.value, status, words,
                                         ledger.ms_since(started)))

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from typing import Any
 
 from claudex.providers.sse import SseEvent
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 class EventReader:
@@ -40,21 +43,15 @@ class EventReader:
         buffer = self._pending + text
         events: list[SseEvent] = []
         start = 0
-        while True:
-            cr = buffer.find("\r", start)
-            lf = buffer.find("\n", start)
-            if cr < 0 and lf < 0:
-                break
-            if cr >= 0 and (lf < 0 or cr < lf):
-                if cr == len(buffer) - 1:
-                    break  # a CR at the very end may be the first half of CRLF: wait
-                end, after = cr, cr + 2 if buffer[cr + 1] == "\n" else cr + 1
-            else:
-                end, after = lf, lf + 1
-            event = self._line(buffer[start:end])
+        # One regex search per line: looking for CR and LF separately rescanned the rest of
+        # the buffer for each line, which made a chunk of many short lines quadratic.
+        while (match := _LINE_END.search(buffer, start)) is not None:
+            if match.group() == "\r" and match.end() == len(buffer):
+                break  # a CR at the very end may be the first half of CRLF: wait
+            event = self._line(buffer[start:match.start()])
             if event is not None:
                 events.append(event)
-            start = after
+            start = match.end()
         self._pending = buffer[start:]
         return events
 
@@ -79,7 +76,7 @@ class EventReader:
 def parse_json_object(data: str) -> dict[str, Any] | None:
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested a few thousand deep
         return None
     return value if isinstance(value, dict) else None
 
