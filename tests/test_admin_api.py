@@ -50,45 +50,35 @@ async def test_trip_and_reset(fakes: Any, proxy_factory: Any) -> None:
     assert (await proxy.client.post("/_claudex/breakers/nope/trip")).status_code == 404
 
 
+async def first_event(proxy: Any, path: str) -> dict[str, Any]:
+    async with proxy.client.stream("GET", path) as resp:
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                return dict(json.loads(line[5:]))
+    raise AssertionError("the event stream ended")
+
+
 async def test_events_stream_reports_breaker_transitions(fakes: Any, proxy_factory: Any) -> None:
     proxy = await two(fakes, proxy_factory)
-    seen: list[dict[str, Any]] = []
-
-    async def listen() -> None:
-        async with proxy.client.stream("GET", "/_claudex/events") as resp:
-            async for line in resp.aiter_lines():
-                if line.startswith("data:"):
-                    seen.append(json.loads(line[5:]))
-                    return
-
-    task = asyncio.create_task(listen())
+    task = asyncio.create_task(first_event(proxy, "/_claudex/events"))
     await eventually(lambda: proxy.engine.events.has_subscribers)
     await proxy.client.post("/_claudex/breakers/grok/trip")
-    await asyncio.wait_for(task, 5)
-    assert seen[0]["kind"] == "breaker" and seen[0]["profile"] == "grok"
-    assert seen[0]["data"]["new"] == "forced_open"
+    event = await asyncio.wait_for(task, 5)
+    assert event["kind"] == "breaker" and event["profile"] == "grok"
+    assert event["data"]["new"] == "forced_open"
 
 
 async def test_events_stream_filtered_by_kind_gets_only_those(fakes: Any,
                                                              proxy_factory: Any) -> None:
     proxy = await two(fakes, proxy_factory)
-    seen: list[dict[str, Any]] = []
-
-    async def listen() -> None:
-        async with proxy.client.stream("GET", "/_claudex/events?kinds=breaker") as resp:
-            async for line in resp.aiter_lines():
-                if line.startswith("data:"):
-                    seen.append(json.loads(line[5:]))
-                    return
-
-    task = asyncio.create_task(listen())
+    task = asyncio.create_task(first_event(proxy, "/_claudex/events?kinds=breaker"))
     await eventually(lambda: proxy.engine.events.has_subscribers)
     assert not proxy.engine.events.wants("request")
     assert (await proxy.messages()).status_code == 200  # a request event nobody wants
     await proxy.client.post("/_claudex/breakers/grok/trip")
-    await asyncio.wait_for(task, 5)
-    assert [e["kind"] for e in seen] == ["breaker"]
-    assert seen[0]["data"]["old"] == "closed" and isinstance(seen[0]["data"]["at"], float)
+    event = await asyncio.wait_for(task, 5)  # the first event it got is the transition
+    assert event["kind"] == "breaker"
+    assert event["data"]["old"] == "closed" and isinstance(event["data"]["at"], float)
 
 
 async def test_host_origin_and_token_checks(fakes: Any, proxy_factory: Any) -> None:

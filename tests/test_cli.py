@@ -35,6 +35,16 @@ async def claudex(*args: str, env: dict[str, str] | None = None) -> tuple[int, s
     return proc.returncode, out.decode(), err.decode()
 
 
+async def spawn_serve(config: Path, *args: str, env: dict[str, str] | None = None,
+                      stdout: int = asyncio.subprocess.PIPE) -> asyncio.subprocess.Process:
+    """`claudex serve` on `config` as a child process (stderr piped: read or drain it)."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "claudex.cli", "--config", str(config), "serve", *args,
+        stdout=stdout, stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **TEST_ENV, **(env or {})},
+    )
+
+
 async def wait_until_serving(url: str, proc: asyncio.subprocess.Process) -> None:
     async with httpx.AsyncClient() as client:
         for _ in range(500):  # bounded: at most ~10 s for the process to start
@@ -56,11 +66,7 @@ async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
                     + profile_toml("primary", f["primary"], backups=["backup"])
                     + profile_toml("backup", f["backup"]))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **TEST_ENV},
-    )
+    proc = await spawn_serve(path)
     url = f"http://127.0.0.1:{port}"
     try:
         await wait_until_serving(url, proc)

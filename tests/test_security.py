@@ -23,7 +23,6 @@ import os
 import re
 import signal
 import stat
-import sys
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,7 @@ from claudex.engine.secrets import SecretScrubber, mask_secret
 from claudex.server.security import host_name, is_loopback_host
 from claudex.server.serve import listening_on
 from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
-from tests.test_cli import claudex, free_port, wait_until_serving
+from tests.test_cli import claudex, free_port, spawn_serve, wait_until_serving
 
 # -- planted secrets ------------------------------------------------------------------------------
 
@@ -661,11 +660,8 @@ async def collect_events(url: str, into: list[str], last: str) -> AsyncIterator[
 
 async def start_serve(config: Path, *args: str) -> tuple[asyncio.subprocess.Process,
                                                          asyncio.Task[bytes]]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "claudex.cli", "--config", str(config), "serve", "--debug", *args,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **SECRET_ENV},
-    )
+    proc = await spawn_serve(config, "--debug", *args, env=SECRET_ENV,
+                             stdout=asyncio.subprocess.DEVNULL)
     assert proc.stderr is not None
     return proc, asyncio.create_task(proc.stderr.read())  # drained as it comes: no full pipe
 

@@ -36,7 +36,7 @@ from claudex.engine.secrets import write_json_atomic
 from claudex.server.app import create_app
 from claudex.server.run import start_in_background
 from tests.conftest import TEST_ENV, RecordingSleep, anthropic_body, eventually, openai_body
-from tests.test_cli import free_port, wait_until_serving
+from tests.test_cli import free_port, spawn_serve, wait_until_serving
 from tests.test_proxy_streaming import sse_events
 
 REPO = Path(__file__).resolve().parent.parent
@@ -428,11 +428,7 @@ async def test_sigterm_drains_a_stream_and_a_plain_request_then_exits_0(
     path = tmp_path / "profiles.toml"
     path.write_text(HEALTH_GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
                     + profile("plain", f["plain"]) + profile("streamy", f["streamy"]))
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **TEST_ENV},
-    )
+    proc = await spawn_serve(path)
     url = f"http://127.0.0.1:{port}"
     try:
         await wait_until_serving(url, proc)
