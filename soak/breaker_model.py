@@ -16,7 +16,7 @@ from typing import Any
 
 CLOSED, OPEN, HALF_OPEN, FORCED_OPEN = "closed", "open", "half_open", "forced_open"
 _PROBE_FAILED = re.compile(r"probe failed; recovery now ([0-9.]+)s$")
-_TOLERANCE_S = 1e-6
+_TOLERANCE_S = 1e-9  # `at` is the very reading the breaker decided on
 
 
 @dataclass(frozen=True)

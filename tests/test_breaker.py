@@ -422,7 +422,7 @@ def test_results_from_stale_permits_are_ignored() -> None:
 
 
 def test_out_of_band_failure_counts_only_while_closed() -> None:
-    b, clock, _ = make(threshold=2, recovery=10.0)
+    b, clock, events = make(threshold=2, recovery=10.0)
     b.record_failure()
     b.record_failure()
     assert state(b) is BreakerState.OPEN
@@ -431,6 +431,9 @@ def test_out_of_band_failure_counts_only_while_closed() -> None:
     clock.advance(10)
     b.record_failure()
     assert state(b) is BreakerState.HALF_OPEN
+    # Each transition carries the clock reading it was decided on: exactly the recovery apart.
+    assert [e.new for e in events] == [BreakerState.OPEN, BreakerState.HALF_OPEN]
+    assert events[1].at - events[0].at == 10.0
 
 
 def test_health_probe_passing_half_opens_an_open_breaker_at_once() -> None:

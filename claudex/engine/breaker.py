@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 from claudex.config.model import BreakerSettings
@@ -63,6 +63,9 @@ class Transition:
     old: BreakerState
     new: BreakerState
     reason: str
+    at: float = field(default=0.0, compare=False)
+    """The injected clock's reading the transition was decided on (so a checker can verify
+    recovery times exactly; a clock read later, in a callback, would be a little late)."""
 
 
 @dataclass(frozen=True)
@@ -379,4 +382,4 @@ class CircuitBreaker:
             reason,
         )
         if self._on_transition is not None:
-            self._on_transition(Transition(self.provider, old, new, reason))
+            self._on_transition(Transition(self.provider, old, new, reason, now))

@@ -82,9 +82,10 @@ class Engine:
     def _on_transition(self, t: Transition) -> None:
         self.events.publish(Event(
             "breaker", f"{t.provider}: breaker {t.old.value} -> {t.new.value} ({t.reason})",
-            # `at` is the engine's monotonic clock, so a checker can verify recovery times.
+            # `at`: the engine's monotonic clock as the breaker read it, so a checker can verify
+            # recovery times exactly.
             t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
-                         "at": self.clock()},
+                         "at": t.at},
         ))
 
     def escalate(self, sentence: str) -> None:
