@@ -705,14 +705,18 @@ def test_syntax_error_at_end_of_file() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "line", "message"),
     [
-        ("a = " + "[" * 5000 + "]" * 5000, "arrays or tables are nested too deeply"),
-        ("port = " + "9" * 5000, "a number is too long to read"),
+        ("a = " + "[" * 5000 + "]" * 5000, 1, "arrays or tables are nested too deeply"),
+        ("# deep\n[proxy]\nx = [\n" + "[\n" * 5000 + "]" * 5000 + "]\n", 103,
+         "arrays or tables are nested too deeply"),
+        ("port = " + "9" * 5000, 1, "a number is too long to read"),
+        ("[proxy]\n\nport = " + "9" * 5000 + "\n", 3, "a number is too long to read"),
     ],
+    ids=["nested-one-line", "nested-many-lines", "long-number", "long-number-line-3"],
 )
-def test_pathological_text_is_an_issue(text: str, message: str) -> None:
-    assert issues_of(text) == [ConfigIssue("t.toml", None, "syntax", message)]
+def test_pathological_text_is_an_issue_on_its_line(text: str, line: int, message: str) -> None:
+    assert issues_of(text) == [ConfigIssue("t.toml", line, "syntax", message)]
 
 
 def test_huge_number_is_not_printed() -> None:

@@ -53,13 +53,40 @@ def parse_config(text: str, file: str = "<config>", env: Mapping[str, str] | Non
     except tomllib.TOMLDecodeError as error:
         raise ConfigError([_syntax_issue(file, text, error)]) from None
     except RecursionError:
-        issue = ConfigIssue(file, None, "syntax", "arrays or tables are nested too deeply")
+        issue = ConfigIssue(file, _deep_nesting_line(text), "syntax",
+                            "arrays or tables are nested too deeply")
         raise ConfigError([issue]) from None
     except ValueError:
         # tomllib lets Python's limit on the length of integer literals escape as ValueError.
-        issue = ConfigIssue(file, None, "syntax", "a number is too long to read")
+        issue = ConfigIssue(file, _long_number_line(text), "syntax",
+                            "a number is too long to read")
         raise ConfigError([issue]) from None
     return _Builder(file, _KeyLines.scan(text), environ).build(data)
+
+
+# tomllib gives no position for these two failures, so we find the place ourselves. No real
+# config nests brackets anywhere near this deep; where it is passed is the line to look at.
+_SUSPICIOUS_DEPTH = 100
+_LONG_NUMBER = re.compile(r"\d{4000,}")
+
+
+def _deep_nesting_line(text: str) -> int:
+    depth, line = 0, 1
+    for char in text:
+        if char in "[{":
+            depth += 1
+            if depth > _SUSPICIOUS_DEPTH:
+                return line
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        elif char == "\n":
+            line += 1
+    return 1
+
+
+def _long_number_line(text: str) -> int:
+    match = _LONG_NUMBER.search(text)
+    return text.count("\n", 0, match.start()) + 1 if match else 1
 
 
 def load_config(path: Path | str, env: Mapping[str, str] | None = None) -> Config:
