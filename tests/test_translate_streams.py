@@ -482,3 +482,31 @@ def test_generated_anthropic_streams_translate_faithfully(parts: list[tuple[str,
     assert (summary.usage is not None) == include_usage
     if summary.usage is not None:
         assert summary.usage["prompt_tokens"] == 9 and summary.usage["completion_tokens"] == 6
+
+
+def test_a_broken_upstreams_non_string_id_and_model_never_reach_the_client() -> None:
+    to_openai = AnthropicToOpenAIStream(tool_names=ToolNameMap(128), model="m", created=1)
+    anthropic_stream = (
+        b'event: message_start\ndata: {"type":"message_start","message":{"id":5,"model":[1],'
+        b'"usage":{"input_tokens":1}}}\n\nevent: content_block_start\ndata: {"type":'
+        b'"content_block_start","index":0,"content_block":{"type":"text","text":""}}\n\n'
+        b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
+        b'{"type":"text_delta","text":"hi"}}\n\nevent: content_block_stop\ndata: {"type":'
+        b'"content_block_stop","index":0}\n\nevent: message_delta\ndata: {"type":'
+        b'"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":1}}\n\n'
+        b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    raw = to_openai.feed(anthropic_stream) + to_openai.finish()
+    assert validate_openai(raw).content == "hi"
+    ids = {json.loads(d)["id"] for _, d in sse_events(raw) if d != "[DONE]"}
+    assert len(ids) == 1 and all(isinstance(i, str) and i for i in ids)
+
+    to_anthropic = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model="asked-for")
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 1, "model": [1],
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"},
+                          "finish_reason": None}]}
+    end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    raw = (to_anthropic.feed(f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\n"
+                             "data: [DONE]\n\n".encode()) + to_anthropic.finish())
+    events = anthropic_events(raw)
+    validate_anthropic(events)
+    assert events[0]["message"]["model"] == "asked-for"

@@ -136,7 +136,7 @@ class OpenAIToAnthropicStream(StreamTranslator):
         usage["output_tokens"] = 0
         return sse_event("message_start", {"type": "message_start", "message": {
             "id": str(message_id), "type": "message", "role": "assistant",
-            "model": payload.get("model") or self._model or UNKNOWN_MODEL,
+            "model": _text(payload.get("model")) or self._model or UNKNOWN_MODEL,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage,
         }})
 
@@ -243,3 +243,8 @@ class OpenAIToAnthropicStream(StreamTranslator):
             "delta": {"stop_reason": stop_reason, "stop_sequence": None},
             "usage": usage})
         return out + sse_event("message_stop", {"type": "message_stop"})
+
+
+def _text(value: Any) -> str | None:
+    """A non-empty string as is; anything else (a broken upstream's number, list) as nothing."""
+    return value if isinstance(value, str) and value else None

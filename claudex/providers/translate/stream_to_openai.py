@@ -81,7 +81,11 @@ class AnthropicToOpenAIStream(StreamTranslator):
 
     def _message_start(self, payload: dict[str, Any]) -> bytes:
         message = as_object(payload.get("message"))
-        self._id = self._id or message.get("id")
+        upstream_id = message.get("id")
+        # Only a string id is passed on: a broken upstream's number or list would make an
+        # invalid chunk (a synthetic id is made instead).
+        self._id = self._id or (upstream_id if isinstance(upstream_id, str) and upstream_id
+                                else None)
         if message.get("model"):
             self._model = str(message["model"])
         self._merge_usage(message.get("usage"))
