@@ -207,6 +207,9 @@ async def test_a_profile_whose_token_command_fails_does_not_hide_a_rate_limit(
     assert resp.status_code == 429 and int(resp.headers["retry-after"]) == 90
     assert resp.headers["x-claudex-attempts"] == "primary:credentials,backup:429"
     assert f["primary"].request_count == 0
+    # With no health probe running (health is off here), live traffic is what shows it red.
+    shown = proxy.engine.runtimes["primary"].status_json(0.0, 3000)["health"]
+    assert shown["color"] == "red" and "misconfigured: token_command" in shown["reason"]
 
 
 async def test_openai_chain_fails_over_with_openai_error_format(

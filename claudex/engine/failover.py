@@ -183,9 +183,13 @@ class Forwarder:
                 auth = await rt.credentials.auth_headers()
             except CredentialError as exc:
                 rt.stats.last_error = str(exc)
+                # Shown red as "misconfigured" even when no health probe runs to find it.
+                rt.health.credentials_problem = exc.reason
                 ledger.trail.skip(Attempt(profile.name, "credentials", message=str(exc)))
                 ledger.release()
                 return None
+            if rt.health.credentials_problem is not None:
+                rt.health.credentials_problem = None
             started = core.clock()
             rt.stats.requests += 1
             try:
