@@ -6,11 +6,11 @@ Two depths, so a well-formed request pays almost nothing:
   (model, messages, max_tokens, stream, system, tools, ...): a dozen dictionary lookups and
   isinstance checks, run on every request at the edge (`claudex.server.proxy_asgi`) before any
   provider or breaker is involved.
-- `check_anthropic_contents` / `check_openai_contents` — every message, content block, tool and
-  tool call: the shape the translators walk. Run only when claudex reads the conversation
-  itself — translating it, or estimating its tokens — where the walk costs a fraction of the
-  work it guards. A request forwarded unchanged is left for its provider to judge, as it would
-  be without claudex.
+- `check_anthropic_contents` / `check_openai_contents` (`validation_messages`) — every
+  message, content block, tool and tool call: the shape the translators walk. Run only when
+  claudex reads the conversation itself — translating it, or estimating its tokens — where the
+  walk costs a fraction of the work it guards. A request forwarded unchanged is left for its
+  provider to judge, as it would be without claudex.
 
 Types the checks do not know (a new content block, a server tool) pass: they are valid to newer
 API versions, and the translators drop and list what has no counterpart.
@@ -155,7 +155,7 @@ class InvalidRequest(ValueError):
         self.problem = problem
 
 
-def _fail(path: tuple[PathPart, ...], kind: Kind, expected: str = "", got: Any = None,
+def fail(path: tuple[PathPart, ...], kind: Kind, expected: str = "", got: Any = None,
           allowed: tuple[str, ...] = ()) -> InvalidRequest:
     return InvalidRequest(Problem(path, kind, expected, got, allowed))
 
@@ -181,28 +181,28 @@ _CHECKS: dict[str, Callable[[Any], bool]] = {
 }
 
 
-def _optional(body: dict[str, Any], fields: Sequence[tuple[str, str]],
+def optional_fields(body: dict[str, Any], fields: Sequence[tuple[str, str]],
               base: tuple[PathPart, ...] = ()) -> None:
     """Each field that is present and not null must be of its kind."""
     for key, kind in fields:
         value = body.get(key)
         if value is not None and not _CHECKS[kind](value):
-            raise _fail((*base, key), "type", kind, value)
+            raise fail((*base, key), "type", kind, value)
 
 
-def _required(body: dict[str, Any], key: str, kind: str,
+def required_field(body: dict[str, Any], key: str, kind: str,
               base: tuple[PathPart, ...] = ()) -> Any:
     value = body.get(key)
     if value is None:
-        raise _fail((*base, key), "missing")
+        raise fail((*base, key), "missing")
     if not _CHECKS[kind](value):
-        raise _fail((*base, key), "type", kind, value)
+        raise fail((*base, key), "type", kind, value)
     return value
 
 
-def _object(value: Any, path: tuple[PathPart, ...]) -> dict[str, Any]:
+def require_object(value: Any, path: tuple[PathPart, ...]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _fail(path, "type", "object", value)
+        raise fail(path, "type", "object", value)
     return value
 
 
@@ -210,12 +210,12 @@ def _positive_integer(body: dict[str, Any], key: str, *, required: bool) -> None
     value = body.get(key)
     if value is None:
         if required:
-            raise _fail((key,), "missing")
+            raise fail((key,), "missing")
         return
     if not _is_integer(value):
-        raise _fail((key,), "type", "integer", value)
+        raise fail((key,), "type", "integer", value)
     if value < 1:
-        raise _fail((key,), "minimum", got=value)
+        raise fail((key,), "minimum", got=value)
 
 
 # -- top level: every request, at the edge -----------------------------------------------------
@@ -235,205 +235,35 @@ def check_top_level(protocol: Literal["anthropic", "openai"], endpoint: str,
                     body: dict[str, Any]) -> None:
     """The fields the proxy reads and the translators take as given. `endpoint` is
     "messages", "count_tokens" or "chat". Raises InvalidRequest."""
-    _required(body, "model", "string")
-    if not _required(body, "messages", "list"):
-        raise _fail(("messages",), "empty")
+    required_field(body, "model", "string")
+    if not required_field(body, "messages", "list"):
+        raise fail(("messages",), "empty")
     if protocol == "anthropic":
         if endpoint == "count_tokens":
             # The counting endpoint takes no `stream`; a stream flag there would make the
             # proxy wait for an event stream that never comes.
             if body.get("stream") not in (None, False):
-                raise _fail(("stream",), "extra")
+                raise fail(("stream",), "extra")
         else:
             _positive_integer(body, "max_tokens", required=True)
-            _optional(body, (("stream", "boolean"),))
-        _optional(body, _ANTHROPIC_OPTIONAL)
+            optional_fields(body, (("stream", "boolean"),))
+        optional_fields(body, _ANTHROPIC_OPTIONAL)
         choice = body.get("tool_choice")
         if choice is not None and not isinstance(choice, dict | str):  # "auto" is tolerated
-            raise _fail(("tool_choice",), "type", "object", choice)
+            raise fail(("tool_choice",), "type", "object", choice)
         return
     _positive_integer(body, "max_tokens", required=False)
     _positive_integer(body, "max_completion_tokens", required=False)
-    _optional(body, _OPENAI_OPTIONAL)
+    optional_fields(body, _OPENAI_OPTIONAL)
     stop = body.get("stop")
     if stop is not None and not isinstance(stop, str | list):
-        raise _fail(("stop",), "type", "string_or_list", stop)
+        raise fail(("stop",), "type", "string_or_list", stop)
     choice = body.get("tool_choice")
     if choice is not None and not isinstance(choice, dict | str):
-        raise _fail(("tool_choice",), "type", "object", choice)
+        raise fail(("tool_choice",), "type", "object", choice)
 
 
 # -- Anthropic contents: when translating ------------------------------------------------------
-
-_ANTHROPIC_ROLES = ("user", "assistant")
-
-
-def check_anthropic_contents(body: dict[str, Any]) -> None:
-    """Every message, block, tool and tool choice of an Anthropic request that the translator
-    reads (top-level types are `check_top_level`'s). Raises InvalidRequest."""
-    system = body.get("system")
-    if isinstance(system, list):
-        for index, block in enumerate(system):
-            _anthropic_block(block, ("system", index))
-    messages = body.get("messages")
-    for index, message in enumerate(messages if isinstance(messages, list) else ()):
-        path: tuple[PathPart, ...] = ("messages", index)
-        message = _object(message, path)
-        _role(message, path, _ANTHROPIC_ROLES)
-        content = _required(message, "content", "string_or_list", path)
-        if isinstance(content, list):
-            for number, block in enumerate(content):
-                _anthropic_block(block, (*path, "content", number))
-    for index, tool in enumerate(_list_or_empty(body.get("tools"))):
-        path = ("tools", index)
-        tool = _object(tool, path)
-        kind = tool.get("type")
-        if kind is not None and not isinstance(kind, str):
-            raise _fail((*path, "type"), "type", "string", kind)
-        if kind in (None, "custom"):
-            _required(tool, "name", "string", path)
-            _optional(tool, (("description", "string"), ("input_schema", "object")), path)
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        kind = _required(choice, "type", "string", ("tool_choice",))
-        if kind == "tool":
-            _required(choice, "name", "string", ("tool_choice",))
-    for index, stop in enumerate(_list_or_empty(body.get("stop_sequences"))):
-        if not isinstance(stop, str):
-            raise _fail(("stop_sequences", index), "type", "string", stop)
-    metadata = body.get("metadata")
-    if isinstance(metadata, dict):
-        _optional(metadata, (("user_id", "string"),), ("metadata",))
-
-
-def _role(message: dict[str, Any], path: tuple[PathPart, ...], allowed: tuple[str, ...]) -> str:
-    role: str = _required(message, "role", "string", path)
-    if role not in allowed:
-        raise _fail((*path, "role"), "value", got=role, allowed=allowed)
-    return role
-
-
-def _list_or_empty(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _anthropic_block(block: Any, path: tuple[PathPart, ...]) -> None:
-    block = _object(block, path)
-    kind = _required(block, "type", "string", path)
-    if kind == "text":
-        _required(block, "text", "string", path)
-    elif kind in ("image", "document"):
-        source = _required(block, "source", "object", path)
-        source_path = (*path, "source")
-        source_kind = _required(source, "type", "string", source_path)
-        if source_kind == "base64":
-            _required(source, "data", "string", source_path)
-            _optional(source, (("media_type", "string"),), source_path)
-        elif source_kind == "url":
-            _required(source, "url", "string", source_path)
-        elif source_kind == "text":
-            _required(source, "data", "string", source_path)
-        elif source_kind == "content":
-            content = _required(source, "content", "string_or_list", source_path)
-            for number, inner in enumerate(_list_or_empty(content)):
-                _anthropic_block(inner, (*source_path, "content", number))
-        if kind == "document":
-            _optional(block, (("title", "string"),), path)
-    elif kind == "tool_use":
-        _required(block, "id", "string", path)
-        _required(block, "name", "string", path)
-        _optional(block, (("input", "object"),), path)
-    elif kind == "tool_result":
-        _required(block, "tool_use_id", "string", path)
-        _optional(block, (("is_error", "boolean"), ("content", "string_or_list")), path)
-        for number, inner in enumerate(_list_or_empty(block.get("content"))):
-            _anthropic_block(inner, (*path, "content", number))
-
-
-# -- OpenAI contents: when translating ---------------------------------------------------------
-
-_OPENAI_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
-_CONTENT_REQUIRED = frozenset({"system", "developer", "user", "tool"})
-
-
-def check_openai_contents(body: dict[str, Any]) -> None:
-    """Every message, content part, tool call and tool of an OpenAI request that the translator
-    reads (top-level types are `check_top_level`'s). Raises InvalidRequest."""
-    messages = body.get("messages")
-    for index, message in enumerate(messages if isinstance(messages, list) else ()):
-        path: tuple[PathPart, ...] = ("messages", index)
-        message = _object(message, path)
-        role = _role(message, path, _OPENAI_ROLES)
-        if role in _CONTENT_REQUIRED:
-            content = _required(message, "content", "string_or_list", path)
-        else:
-            _optional(message, (("content", "string_or_list"),), path)
-            content = message.get("content")
-        for number, part in enumerate(_list_or_empty(content)):
-            _openai_part(part, (*path, "content", number))
-        _optional(message, (("name", "string"), ("refusal", "string")), path)
-        if role == "tool":
-            _required(message, "tool_call_id", "string", path)
-        elif role == "assistant":
-            _optional(message, (("tool_calls", "list"),), path)
-            for number, call in enumerate(_list_or_empty(message.get("tool_calls"))):
-                _openai_tool_call(call, (*path, "tool_calls", number))
-    for index, tool in enumerate(_list_or_empty(body.get("tools"))):
-        path = ("tools", index)
-        tool = _object(tool, path)
-        kind = tool.get("type", "function")
-        if not isinstance(kind, str):
-            raise _fail((*path, "type"), "type", "string", kind)
-        if kind == "function":
-            function = _required(tool, "function", "object", path)
-            _required(function, "name", "string", (*path, "function"))
-            _optional(function, (("description", "string"), ("parameters", "object")),
-                      (*path, "function"))
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):
-        kind = _required(choice, "type", "string", ("tool_choice",))
-        if kind == "function":
-            function = _required(choice, "function", "object", ("tool_choice",))
-            _required(function, "name", "string", ("tool_choice", "function"))
-    stop = body.get("stop")
-    for index, item in enumerate(_list_or_empty(stop)):
-        if not isinstance(item, str):
-            raise _fail(("stop", index), "type", "string", item)
-
-
-def _openai_part(part: Any, path: tuple[PathPart, ...]) -> None:
-    part = _object(part, path)
-    kind = _required(part, "type", "string", path)
-    if kind == "text":
-        _required(part, "text", "string", path)
-    elif kind == "refusal":
-        _required(part, "refusal", "string", path)
-    elif kind == "image_url":
-        image = part.get("image_url")
-        if isinstance(image, str):  # tolerated: the URL itself
-            return
-        image = _required(part, "image_url", "object", path)
-        _required(image, "url", "string", (*path, "image_url"))
-        _optional(image, (("detail", "string"),), (*path, "image_url"))
-    elif kind == "file":
-        file = _required(part, "file", "object", path)
-        _optional(file, (("file_data", "string"), ("file_id", "string"),
-                         ("filename", "string")), (*path, "file"))
-
-
-def _openai_tool_call(call: Any, path: tuple[PathPart, ...]) -> None:
-    call = _object(call, path)
-    _required(call, "id", "string", path)
-    kind = call.get("type", "function")
-    if not isinstance(kind, str):
-        raise _fail((*path, "type"), "type", "string", kind)
-    if kind == "function":
-        function = _required(call, "function", "object", path)
-        _required(function, "name", "string", (*path, "function"))
-        _optional(function, (("arguments", "string"),), (*path, "function"))
-
-
-# -- answers -------------------------------------------------------------------------------------
 
 def error_body(protocol: Literal["anthropic", "openai"], problem: Problem) -> bytes:
     """The 400 body for `problem` in the client's protocol."""

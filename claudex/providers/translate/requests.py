@@ -40,7 +40,7 @@ from claudex.providers.translate.tools import (
     openai_tool_choice_to_anthropic,
     openai_tools_to_anthropic,
 )
-from claudex.providers.validation import check_anthropic_contents, check_openai_contents
+from claudex.providers.validation_messages import check_anthropic_contents, check_openai_contents
 
 DEFAULT_MAX_TOKENS = 4096
 ANTHROPIC_MAX_TEMPERATURE = 1.0
