@@ -7,15 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+# One masking rule everywhere: a credential a fake recorded is shown as claudex shows secrets.
+from claudex.engine.secrets import mask_secret
+
+__all__ = ["SECRET_HEADERS", "RecordedRequest", "mask_secret", "masked_headers",
+           "parse_json_body", "presented_tokens"]
+
 SECRET_HEADERS: Final = frozenset({"authorization", "x-api-key", "proxy-authorization", "cookie"})
-
-
-def mask_secret(value: str) -> str:
-    """Show a secret as `sk-…abcd`: a short prefix and the last four characters at most."""
-    if len(value) <= 8:
-        return "…"
-    prefix = value.split("-", 1)[0] + "-" if "-" in value[:8] else ""
-    return f"{prefix}…{value[-4:]}"
 
 
 def masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
