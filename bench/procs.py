@@ -47,12 +47,6 @@ def pin_self() -> None:
         os.nice(NICENESS)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def refusing_port() -> tuple[socket.socket, int]:
     """A port that refuses connections: bound (so nobody else takes it) but not listening."""
     sock = socket.socket()

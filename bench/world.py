@@ -25,6 +25,7 @@ from pathlib import Path
 
 from bench import procs
 from bench.httpclient import Connection, build_request
+from claudex.demo.world import free_port
 
 MODEL = "claude-sonnet-4-5"
 KEY_ENV = "BENCH_PROVIDER_KEY"
@@ -75,14 +76,14 @@ def _head(port: int, default_profile: str) -> str:
 
 @dataclass
 class Ports:
-    upstream: int = field(default_factory=procs.free_port)
-    reference: int = field(default_factory=procs.free_port)
-    claudex: int = field(default_factory=procs.free_port)
-    claudex_scale: int = field(default_factory=procs.free_port)
-    claudex_console: int = field(default_factory=procs.free_port)
-    primary: int = field(default_factory=procs.free_port)
-    backup: int = field(default_factory=procs.free_port)
-    oai: int = field(default_factory=procs.free_port)
+    upstream: int = field(default_factory=free_port)
+    reference: int = field(default_factory=free_port)
+    claudex: int = field(default_factory=free_port)
+    claudex_scale: int = field(default_factory=free_port)
+    claudex_console: int = field(default_factory=free_port)
+    primary: int = field(default_factory=free_port)
+    backup: int = field(default_factory=free_port)
+    oai: int = field(default_factory=free_port)
 
 
 def main_config(ports: Ports, refusing: int, claudex_port: int) -> str:

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import httpx
 
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
+from claudex.demo.world import free_port
 
 PROVIDERS: Final = (("alpha", "anthropic"), ("beta", "openai"), ("gamma", "anthropic"))
 BACKUPS: Final = {"alpha": ("beta", "gamma"), "beta": ("gamma",), "gamma": ()}
@@ -116,12 +116,6 @@ def write_credentials(path: Path, access: str, refresh: str) -> None:
                               "expiresAt": expires_ms, "scopes": ["user:inference"]}}
     path.write_text(json.dumps(data))
     path.chmod(0o600)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

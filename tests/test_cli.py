@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,13 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
+from claudex.demo.world import free_port
 from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, eventually, profile_toml
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def claudex(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -26,8 +26,8 @@ DEMO_PROVIDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 
-def free_port(preferred: int, host: str = "127.0.0.1") -> int:
-    """`preferred` when it is free, else any free port."""
+def free_port(preferred: int = 0, host: str = "127.0.0.1") -> int:
+    """`preferred` when it is free, else any free port (the demo, tests, bench and soak)."""
     for port in (preferred, 0):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
