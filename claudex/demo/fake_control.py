@@ -27,13 +27,13 @@ async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.
     if path == "/_fake/reset" and method == "POST":
         fake.faults = FaultState()
         fake.reset_log()
-        fake._writer.echo_key = False
+        fake.echo_key = False
         return web.json_response(fake.state())
     if path == "/_fake/echo_key" and method == "POST":
         body = parse_json_body(await request.read())
         if not isinstance(body, dict) or not isinstance(body.get("on"), bool):
             return web.json_response({"error": 'expected {"on": true|false}'}, status=400)
-        fake._writer.echo_key = body["on"]
+        fake.echo_key = body["on"]
         return web.json_response({"echo_key": body["on"]})
     if path == "/_fake/fault" and method == "POST":
         body = parse_json_body(await request.read())

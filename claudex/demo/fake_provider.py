@@ -199,6 +199,16 @@ class FakeProvider:
         self.requests.clear()
         self._request_count = 0
 
+    @property
+    def echo_key(self) -> bool:
+        """Error answers quote the key they were sent, as some real providers do (tests of
+        claudex's secret scrubbing turn this on)."""
+        return self._writer.echo_key
+
+    @echo_key.setter
+    def echo_key(self, on: bool) -> None:
+        self._writer.echo_key = on
+
     def close_connections(self) -> None:
         """Close every kept-alive connection (busy ones after their answer), as a server that
         times idle clients out would; the listening socket stays as it is."""
