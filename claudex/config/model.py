@@ -80,6 +80,12 @@ class Profile:
     client_id: str | None = None
     token_command: str | None = None
     health_probe: bool = True
+    # Claudex keys (DESIGN.md "Claudex keys"): appended to every upstream URL, set by
+    # `claudex run`, body keys removed before sending, shown only.
+    query_params: Mapping[str, str] = field(default_factory=dict)
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    strip_params: tuple[str, ...] = ()
+    priority: int | None = None
     # Per-profile values, already merged over the global sections.
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
@@ -105,6 +111,10 @@ class Config:
     health: HealthSettings = field(default_factory=HealthSettings)
     profiles: tuple[Profile, ...] = ()
     path: Path | None = None
+    # `[model_aliases]` (Claudex): a requested model equal to a key becomes its value first.
+    model_aliases: Mapping[str, str] = field(default_factory=dict)
+    # Problems that do not stop the file from loading ("not implemented by claudex"), with line.
+    warnings: tuple[ConfigIssue, ...] = ()
 
     def profile(self, name: str) -> Profile | None:
         for p in self.profiles:
