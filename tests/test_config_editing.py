@@ -111,9 +111,9 @@ def test_a_new_key_goes_after_its_commented_example(config_file: Path) -> None:
 
 
 def test_a_new_key_without_example_goes_after_the_last_key(config_file: Path) -> None:
-    update_profile(config_file, "deepseek", {"max_tokens": 100})
+    update_profile(config_file, "deepseek", {"priority": 100})
     lines = config_file.read_text().splitlines()
-    assert lines[lines.index("failure_threshold = 5") + 1] == "max_tokens = 100"
+    assert lines[lines.index("failure_threshold = 5") + 1] == "priority = 100"
 
 
 def test_a_new_key_stays_out_of_a_sub_table(tmp_path: Path) -> None:
@@ -245,7 +245,8 @@ def test_renaming_the_default_profile_follows_it(config_file: Path) -> None:
         ("grok", {"base_url": "ftp://x"}, "profiles.grok.base_url", "http"),
         ("grok", {"name": "deepseek"}, "profiles.deepseek.name", "duplicate"),
         ("grok", {"provider_type": None}, "profiles.grok.provider_type", "missing"),
-        ("deepseek", {"backup_providers": ["claude"]}, "profiles.claude.backup_providers", "cycle"),
+        ("deepseek", {"backup_providers": ["deepseek"]}, "profiles.deepseek.backup_providers",
+         "itself"),
         ("grok", {"api_key": "xai-secret-value"}, "profiles.grok.api_key", "not both"),
     ],
 )

@@ -15,7 +15,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from claudex.config._lines import KeyPath
-from claudex.config.model import AUTH_TYPES, OAUTH_PROVIDERS, PROVIDER_TYPES
+from claudex.config.model import (
+    AUTH_TYPES,
+    OAUTH_PROVIDERS,
+    PROVIDER_TYPES,
+    UNSERVED_PROVIDER_TYPES,
+    UNSUPPORTED_OAUTH_PROVIDERS,
+)
 
 Checker = Callable[[object], Any]
 
@@ -74,10 +80,10 @@ def _text(value: object) -> str:
     return value
 
 
-def _optional_text(value: object) -> str | None:
-    # Claudex writes `api_key = ""` for profiles without a key: treat empty as unset.
+def _api_key(value: object) -> str:
+    # Claudex writes `api_key = ""` for local servers that take no key: kept as "" (send none).
     if isinstance(value, str) and not value.strip():
-        return None
+        return ""
     return _text(value)
 
 
@@ -217,6 +223,75 @@ def _header_table(value: object) -> dict[str, str]:
     return dict(value)
 
 
+def _query_table(value: object) -> dict[str, str]:
+    """`query_params`: names and values are URL-encoded when sent, so any text will do; an empty
+    value is kept (`?flag=`), an empty name is not."""
+    if not isinstance(value, dict):
+        raise _Bad(f"must be a table of strings, not {_type_name(value)}")
+    for key, item in value.items():
+        if not key.strip():
+            raise _Bad("a query parameter needs a name", (key,))
+        if not isinstance(item, str):
+            raise _Bad(f"must be a table of strings; {_quoted(key)} is {_type_name(item)}", (key,))
+    return dict(value)
+
+
+def _env_table(value: object) -> dict[str, str]:
+    """`extra_env`: what the operating system can take as environment entries."""
+    if not isinstance(value, dict):
+        raise _Bad(f"must be a table of strings, not {_type_name(value)}")
+    for key, item in value.items():
+        if not key or "=" in key or "\0" in key:
+            raise _Bad(f"{_quoted(key)} cannot be the name of an environment variable", (key,))
+        if not isinstance(item, str):
+            raise _Bad(f"must be a table of strings; {_quoted(key)} is {_type_name(item)}", (key,))
+        if "\0" in item:
+            raise _Bad(f"the value of {_quoted(key)} must not contain a NUL character", (key,))
+    return dict(value)
+
+
+# `strip_params = "auto"` (Claudex's default): strip what the endpoint is known to refuse, decided
+# from base_url when the profile is built.
+STRIP_AUTO = "auto"
+
+
+def _strip_params(value: object) -> tuple[str, ...] | str:
+    """A list of body keys, or (as Claudex reads it) a string: "auto", "none"/"false"/"" for
+    nothing, or names separated by commas. Returns the tuple, or STRIP_AUTO."""
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word == STRIP_AUTO:
+            return STRIP_AUTO
+        if word in ("none", "false", ""):
+            return ()
+        return tuple(part.strip() for part in value.split(",") if part.strip())
+    if isinstance(value, list):
+        return _string_list(value)
+    raise _Bad(
+        f'must be "auto", "none" or an array of parameter names, not {_type_name(value)}'
+    )
+
+
+# Claudex's levels (and Python's own names) onto the four claudex logs at.
+_LOG_LEVELS = {
+    "trace": "debug",
+    "debug": "debug",
+    "info": "info",
+    "warn": "warning",
+    "warning": "warning",
+    "error": "error",
+}
+
+
+def _log_level(value: object) -> str:
+    text = _text(value)
+    level = _LOG_LEVELS.get(text.strip().lower())
+    if level is None:
+        expected = ", ".join(_quoted(name) for name in ("debug", "info", "warn", "error"))
+        raise _Bad(f"unknown log level {_quoted(text)}; expected one of {expected}")
+    return level
+
+
 # ---------------------------------------------------------------------------------------------
 # The schema: which keys each table may hold, and how each value is checked.
 
@@ -243,7 +318,15 @@ _PROXY_KEYS: Mapping[str, Checker] = {
     "port": _integer(1, 65535),
     "default_profile": _text,
     "auth_token_env": _env_name,
+    "log_level": _log_level,
     **_TIMEOUT_KEYS,
+}
+# Claudex keeps these at the top level; each means the `[proxy]` key named, which wins when both
+# are set.
+_TOP_LEVEL_PROXY_KEYS: Mapping[str, tuple[str, Checker]] = {
+    "proxy_port": ("port", _PROXY_KEYS["port"]),
+    "proxy_host": ("host", _PROXY_KEYS["host"]),
+    "log_level": ("log_level", _log_level),
 }
 _HEALTH_KEYS: Mapping[str, Checker] = {
     "enabled": _boolean,
@@ -253,12 +336,13 @@ _HEALTH_KEYS: Mapping[str, Checker] = {
 }
 _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "name": _profile_name,
-    "provider_type": _choice("provider_type", PROVIDER_TYPES),
+    "provider_type": _choice("provider_type", (*PROVIDER_TYPES, *UNSERVED_PROVIDER_TYPES)),
     "base_url": _url(allow_query=False),
     "default_model": _text,
     "api_key_env": _env_name,
-    "api_key": _optional_text,
-    "auth_type": _choice("auth_type", AUTH_TYPES),
+    "api_key": _api_key,
+    # Claudex's documentation spells the default "api_key".
+    "auth_type": _choice("auth_type", AUTH_TYPES, aliases={"api_key": "api-key"}),
     "backup_providers": _string_list,
     "enabled": _boolean,
     "models": _string_table,
@@ -266,13 +350,20 @@ _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "max_tokens": _integer(1),
     # Claudex spells the Codex/ChatGPT login "chatgpt" or "openai".
     "oauth_provider": _choice(
-        "oauth_provider", OAUTH_PROVIDERS, aliases={"chatgpt": "codex", "openai": "codex"}
+        "oauth_provider",
+        (*OAUTH_PROVIDERS, *UNSUPPORTED_OAUTH_PROVIDERS),
+        aliases={"chatgpt": "codex", "openai": "codex"},
     ),
     "credentials_file": _text,
     "token_url": _url(allow_query=True),
     "client_id": _text,
     "token_command": _text,
     "health_probe": _boolean,
+    # Claudex keys (DESIGN.md "Claudex keys").
+    "priority": _integer(0),
+    "query_params": _query_table,
+    "strip_params": _strip_params,
+    "extra_env": _env_table,
 }
 _PROFILE_KEYS: Mapping[str, Checker] = {
     **_PROFILE_OWN_KEYS,
@@ -281,13 +372,9 @@ _PROFILE_KEYS: Mapping[str, Checker] = {
     **_TIMEOUT_KEYS,
 }
 _REQUIRED_PROFILE_KEYS = ("name", "provider_type", "base_url")
-# Keys a Claudex profile may carry that claudex has no use for: accepted and ignored, so a
-# Claudex `[[profiles]]` table loads as is.
-_CLAUDEX_ONLY_PROFILE_KEYS = frozenset(
-    {"priority", "extra_env", "strip_params", "query_params", "api_key_keyring"}
-)
-_SECTIONS = ("proxy", "breaker", "retry", "health", "profiles")
-_TOP_LEVEL_HINTS = {
-    "proxy_port": " (claudex sets this as port in [proxy])",
-    "proxy_host": " (claudex sets this as host in [proxy])",
-}
+# A Claudex profile key claudex cannot use: accepted, and the profile is shown misconfigured.
+_CLAUDEX_ONLY_PROFILE_KEYS = frozenset({"api_key_keyring"})
+_SECTIONS = ("proxy", "breaker", "retry", "health", "profiles", "model_aliases")
+# Claudex features claudex does not have: a warning, and the key is ignored.
+_NOT_IMPLEMENTED = ("hyperlinks", "router", "context")
+_TOP_LEVEL_KEYS = (*_SECTIONS, *_TOP_LEVEL_PROXY_KEYS, "claude_binary", *_NOT_IMPLEMENTED)

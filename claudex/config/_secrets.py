@@ -11,10 +11,30 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from claudex.config.model import UNSERVED_PROVIDER_TYPES
+
 DEFAULT_CREDENTIALS_FILES: Mapping[str, str] = {
     "claude": "~/.claude/.credentials.json",
     "codex": "~/.codex/auth.json",
 }
+
+
+# What every unsupported way of getting a secret tells the user to use instead.
+USE_TOKEN_COMMAND = "not supported by claudex, use token_command"
+
+
+def _profile_problem(
+    values: Mapping[str, Any], env: Mapping[str, str], *, uses_keyring: bool = False
+) -> str | None:
+    """Why a profile that passed its checks still cannot be used, or None.
+
+    Something claudex does not serve (a provider type, an OAuth login) comes first: a secret
+    would not make such a profile usable.
+    """
+    unserved = UNSERVED_PROVIDER_TYPES.get(values["provider_type"])
+    if unserved is not None:
+        return unserved
+    return _secret_problem(values, env, uses_keyring=uses_keyring)
 
 
 def _secret_problem(
@@ -25,8 +45,11 @@ def _secret_problem(
     if auth_type == "passthrough" or values.get("token_command"):
         return None
     if auth_type == "oauth":
+        provider = values["oauth_provider"]
+        if provider not in DEFAULT_CREDENTIALS_FILES:
+            return f'oauth_provider "{provider}" is {USE_TOKEN_COMMAND}'
         shown = (
-            values.get("credentials_file") or DEFAULT_CREDENTIALS_FILES[values["oauth_provider"]]
+            values.get("credentials_file") or DEFAULT_CREDENTIALS_FILES[provider]
         )
         try:
             exists = _expand_home(shown, env).is_file()
@@ -38,7 +61,10 @@ def _secret_problem(
     variable = values.get("api_key_env")
     if variable is None:
         if uses_keyring:
-            return "keyring secrets (api_key_keyring) are not supported; set api_key_env"
+            return f"api_key_keyring is {USE_TOKEN_COMMAND} (or api_key_env)"
+        if values.get("api_key") == "":
+            # Written out empty: a local server (Ollama, LM Studio) that wants no key.
+            return None
         return "no API key configured (set api_key_env)"
     secret = env.get(variable)
     if secret is None:

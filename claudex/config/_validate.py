@@ -1,8 +1,13 @@
 """Check a parsed document section by section and build `Config` from what passed.
 
 `_Builder` turns every problem into a `ConfigIssue` located through `_KeyLines` and goes on, so
-one run lists everything. Cross-checks (duplicate names, unknown or cyclic backups, the proxy's
-default profile and bind address) run after the per-key checks.
+one run lists everything. Cross-checks (duplicate names, unknown or self-listed backups, the
+proxy's default profile and bind address) run after the per-key checks. Chains are not transitive
+(DESIGN.md), so profiles backing each other up are fine.
+
+Claudex's keys (DESIGN.md "Claudex keys") are read here too: its top-level `proxy_port`,
+`proxy_host` and `log_level` fill in `[proxy]`, and the features claudex lacks (`hyperlinks`,
+`[router]`, `[context]`) become warnings, as does the advice of `_advice.py`.
 """
 
 from __future__ import annotations
@@ -11,25 +16,30 @@ import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from claudex.config._advice import chain_advice
 from claudex.config._checks import (
     _BREAKER_KEYS,
     _CLAUDEX_ONLY_PROFILE_KEYS,
     _HEALTH_KEYS,
+    _NOT_IMPLEMENTED,
     _PROFILE_KEYS,
     _PROXY_KEYS,
     _REQUIRED_PROFILE_KEYS,
     _RETRY_KEYS,
-    _SECTIONS,
-    _TOP_LEVEL_HINTS,
+    _TOP_LEVEL_KEYS,
+    _TOP_LEVEL_PROXY_KEYS,
+    STRIP_AUTO,
     Checker,
     _Bad,
     _did_you_mean,
     _quoted,
+    _text,
     _type_name,
 )
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
-from claudex.config._secrets import _secret_problem
+from claudex.config._secrets import _profile_problem
 from claudex.config.model import (
     BreakerSettings,
     Config,
@@ -76,17 +86,29 @@ class _Builder:
         self._lines = lines
         self._env = env
         self._issues: list[ConfigIssue] = []
+        self._warnings: list[ConfigIssue] = []
+        # Where each `[proxy]` value was written, when Claudex's top-level key supplied it.
+        self._proxy_origins: dict[str, _Where] = {}
+
+    def _issue(self, where: _Where, message: str, at: KeyPath = ()) -> ConfigIssue:
+        line = self._lines.line_of((*where.loc, *at))
+        return ConfigIssue(self._file, line, where.label, message)
 
     def _report(self, where: _Where, message: str, at: KeyPath = ()) -> None:
-        line = self._lines.line_of((*where.loc, *at))
-        self._issues.append(ConfigIssue(self._file, line, where.label, message))
+        self._issues.append(self._issue(where, message, at))
+
+    def _warn(self, where: _Where, message: str, at: KeyPath = ()) -> None:
+        self._warnings.append(self._issue(where, message, at))
 
     def build(self, data: dict[str, Any]) -> Config:
         for key in data:
-            if key not in _SECTIONS:
-                hint = _TOP_LEVEL_HINTS.get(key) or _did_you_mean(key, _SECTIONS)
-                self._report(_TOP.child(key), f"unknown key{hint}")
-        proxy_values = self._section(data, "proxy", _PROXY_KEYS)
+            if key not in _TOP_LEVEL_KEYS:
+                self._report(_TOP.child(key), f"unknown key{_did_you_mean(key, _TOP_LEVEL_KEYS)}")
+            elif key in _NOT_IMPLEMENTED:
+                self._warn(_TOP.child(key), "not implemented by claudex; ignored")
+        proxy_values = self._proxy_section(data)
+        model_aliases = self._model_aliases(data)
+        claude_binary = self._top_level_text(data, "claude_binary")
         breaker_values = self._section(data, "breaker", _BREAKER_KEYS)
         retry_values = self._section(data, "retry", _RETRY_KEYS)
         health_values = self._section(data, "health", _HEALTH_KEYS)
@@ -109,15 +131,82 @@ class _Builder:
             for profile in checked
         ]
         if self._issues:
-            # Reading order; issues without a line (none so far in practice) go last.
-            self._issues.sort(key=lambda issue: (issue.line is None, issue.line or 0))
-            raise ConfigError(self._issues)
+            raise ConfigError(_reading_order(self._issues))
 
         profiles = tuple(
             self._make_profile(profile, profile_breaker, profile_retry, proxy)
             for profile, profile_breaker, profile_retry in merged
         )
-        return Config(proxy=proxy, breaker=breaker, retry=retry, health=health, profiles=profiles)
+        self._advise(checked, profiles)
+        return Config(
+            proxy=proxy,
+            breaker=breaker,
+            retry=retry,
+            health=health,
+            profiles=profiles,
+            model_aliases=model_aliases,
+            warnings=tuple(_reading_order(self._warnings)),
+            claude_binary=claude_binary,
+        )
+
+    def _proxy_section(self, data: Mapping[str, object]) -> dict[str, Any]:
+        """`[proxy]`, with Claudex's top-level `proxy_port`, `proxy_host` and `log_level` filling
+        in what it does not set."""
+        values = self._section(data, "proxy", _PROXY_KEYS)
+        table = data.get("proxy")
+        written = table if isinstance(table, dict) else {}
+        for top_key, (key, check) in _TOP_LEVEL_PROXY_KEYS.items():
+            if top_key not in data:
+                continue
+            where = _TOP.child(top_key)
+            try:
+                value = check(data[top_key])
+            except _Bad as bad:
+                self._report(where, bad.message, bad.at)
+                continue
+            if key in written:
+                self._warn(where, f"ignored: [proxy] sets {key}, which wins")
+            else:
+                values[key] = value
+                self._proxy_origins[key] = where
+        return values
+
+    def _model_aliases(self, data: Mapping[str, object]) -> dict[str, str]:
+        if "model_aliases" not in data:
+            return {}
+        where = _TOP.child("model_aliases")
+        table = data["model_aliases"]
+        if not isinstance(table, dict):
+            self._report(
+                where,
+                f'must be a table ([model_aliases]) of alias = "model" pairs, '
+                f"not {_type_name(table)}",
+            )
+            return {}
+        aliases: dict[str, str] = {}
+        for alias, target in table.items():
+            if isinstance(target, str) and target.strip():
+                aliases[alias] = target
+                continue
+            what = "an empty string" if isinstance(target, str) else _type_name(target)
+            self._report(where.child(alias), f"must be the name of a model, not {what}")
+        return aliases
+
+    def _top_level_text(self, data: Mapping[str, object], key: str) -> str | None:
+        if key not in data:
+            return None
+        try:
+            return _text(data[key])
+        except _Bad as bad:
+            self._report(_TOP.child(key), bad.message)
+            return None
+
+    def _advise(self, checked: list[_CheckedProfile], profiles: tuple[Profile, ...]) -> None:
+        """Warnings for chain members that would get requests they cannot serve well. A key the
+        advice names but the profile lacks is located at the profile's own header."""
+        where_of = {p.name: entry.where for entry, p in zip(checked, profiles, strict=True)}
+        for advice in chain_advice(profiles):
+            self._warn(where_of[advice.profile].child(advice.key), advice.message)
 
     def _check_table(
         self,
@@ -208,7 +297,8 @@ class _Builder:
     def _check_backups(
         self, profiles: list[_CheckedProfile], by_name: Mapping[str, _CheckedProfile]
     ) -> None:
-        graph: dict[str, list[str]] = {name: [] for name in by_name}
+        # Only a profile naming itself is wrong: a request tries its profile's list and never a
+        # backup's backups, so `a -> b` with `b -> a` cannot loop.
         for profile in profiles:
             backups: tuple[str, ...] = profile.values.get("backup_providers", ())
             where = profile.where.child("backup_providers")
@@ -221,17 +311,7 @@ class _Builder:
                     self._report(where, f"unknown profile {_quoted(backup)}{hint}", (index,))
                 elif backup in seen:
                     self._report(where, f"{_quoted(backup)} is listed twice", (index,))
-                elif profile.name is not None and by_name[profile.name] is profile:
-                    graph[profile.name].append(backup)
                 seen.add(backup)
-        for cycle in _find_cycles(graph):
-            start = by_name[cycle[0]]
-            index = start.values["backup_providers"].index(cycle[1])
-            self._report(
-                start.where.child("backup_providers"),
-                f"backup cycle: {' -> '.join(cycle)}",
-                (index,),
-            )
 
     def _check_proxy(
         self,
@@ -248,7 +328,7 @@ class _Builder:
             )
         if "host" in values and not _is_loopback(proxy.host) and proxy.auth_token_env is None:
             self._report(
-                where.child("host"),
+                self._proxy_origins.get("host", where.child("host")),
                 f"{_quoted(proxy.host)} is not a loopback address; listening on it requires "
                 "auth_token_env so that every request must carry a token",
             )
@@ -287,14 +367,18 @@ class _Builder:
         proxy: ProxySettings,
     ) -> Profile:
         values = checked.values
+        base_url = values["base_url"].rstrip("/")
+        api_key = values.get("api_key")
+        if api_key == "" and "api_key_env" in values:
+            api_key = None  # `api_key = ""` beside api_key_env only says "no inline key"
         return Profile(
             name=values["name"],
             provider_type=values["provider_type"],
             # Callers join paths onto it (`{base_url}/v1/messages`).
-            base_url=values["base_url"].rstrip("/"),
+            base_url=base_url,
             default_model=values.get("default_model"),
             api_key_env=values.get("api_key_env"),
-            api_key=values.get("api_key"),
+            api_key=api_key,
             auth_type=values.get("auth_type", "api-key"),
             backup_providers=values.get("backup_providers", ()),
             enabled=values.get("enabled", True),
@@ -307,16 +391,43 @@ class _Builder:
             client_id=values.get("client_id"),
             token_command=values.get("token_command"),
             health_probe=values.get("health_probe", True),
+            query_params=values.get("query_params", {}),
+            extra_env=values.get("extra_env", {}),
+            strip_params=_resolve_strip(values.get("strip_params", STRIP_AUTO), base_url),
+            priority=values.get("priority"),
             breaker=breaker,
             retry=retry,
             connect_timeout=values.get("connect_timeout", proxy.connect_timeout),
             read_timeout=values.get("read_timeout", proxy.read_timeout),
-            problem=_secret_problem(values, self._env, uses_keyring=checked.uses_keyring),
+            problem=_profile_problem(values, self._env, uses_keyring=checked.uses_keyring),
         )
+
+
+def _reading_order(issues: list[ConfigIssue]) -> list[ConfigIssue]:
+    # Issues without a line (none so far in practice) go last.
+    return sorted(issues, key=lambda issue: (issue.line is None, issue.line or 0))
 
 
 def _pick(values: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     return {key: values[key] for key in keys if key in values}
+
+
+# What `strip_params = "auto"` strips, by the base_url's host (and its subdomains). ChatGPT's
+# Codex endpoint refuses the sampling parameters; Claudex strips the same.
+_AUTO_STRIP: Mapping[str, tuple[str, ...]] = {
+    "chatgpt.com": ("temperature", "top_p", "top_k"),
+}
+
+
+def _resolve_strip(setting: tuple[str, ...] | str, base_url: str) -> tuple[str, ...]:
+    """The body keys to remove; "auto" (Claudex's default, ours too) is decided by the host."""
+    if setting != STRIP_AUTO:
+        return tuple(setting)
+    host = (urlsplit(base_url).hostname or "").lower()
+    for domain, keys in _AUTO_STRIP.items():
+        if host == domain or host.endswith("." + domain):
+            return keys
+    return ()
 
 
 def _is_loopback(host: str) -> bool:
@@ -327,37 +438,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(bare).is_loopback
     except ValueError:
         return False
-
-
-def _find_cycles(graph: Mapping[str, list[str]]) -> list[list[str]]:
-    """Backup cycles as closed paths (`["a", "b", "a"]`), each once, from its earliest profile.
-
-    A depth-first walk reports the cycle closed by each back edge: enough to flag every group of
-    profiles that back each other up, though not every distinct cycle inside such a group.
-    Iterative, so a long chain cannot exhaust the stack.
-    """
-    order = {name: position for position, name in enumerate(graph)}
-    on_path, finished = 1, 2
-    state: dict[str, int] = {}
-    found: dict[tuple[str, ...], list[str]] = {}
-    for root in graph:
-        if root in state:
-            continue
-        path = [root]
-        state[root] = on_path
-        pending = [iter(graph[root])]
-        while pending:
-            target = next(pending[-1], None)
-            if target is None:
-                state[path.pop()] = finished
-                pending.pop()
-            elif state.get(target) == on_path:
-                cycle = path[path.index(target) :]
-                first = min(range(len(cycle)), key=lambda k: order[cycle[k]])
-                rotated = tuple(cycle[first:] + cycle[:first])
-                found.setdefault(rotated, [*rotated, rotated[0]])
-            elif target not in state:
-                state[target] = on_path
-                path.append(target)
-                pending.append(iter(graph[target]))
-    return list(found.values())

@@ -10,13 +10,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-ProviderType = Literal["DirectAnthropic", "OpenAICompatible"]
+ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses"]
 AuthType = Literal["api-key", "oauth", "passthrough"]
 Protocol = Literal["anthropic", "openai"]
+LogLevel = Literal["debug", "info", "warning", "error"]
 
+# The provider types claudex serves (the console offers these).
 PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible")
+# Types a file may name (Claudex has them) that claudex does not serve yet: such a profile loads,
+# with this reason as its `problem`, so the rest of the file works. Serving one means moving it
+# from here to PROVIDER_TYPES and giving it a `Profile.protocol`.
+UNSERVED_PROVIDER_TYPES: Mapping[str, str] = {
+    "OpenAIResponses": "provider type OpenAIResponses (the Responses API) is not served by "
+    "claudex yet",
+}
 AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough")
 OAUTH_PROVIDERS: tuple[str, ...] = ("claude", "codex")
+# OAuth logins Claudex has and claudex does not: the profile loads, shown misconfigured.
+UNSUPPORTED_OAUTH_PROVIDERS: tuple[str, ...] = ("google", "github", "gitlab", "qwen", "kimi")
 
 DEFAULT_PORT = 13456
 MAX_BODY_BYTES = 32 * 1024 * 1024
@@ -58,6 +69,8 @@ class ProxySettings:
     # first byte of the response and every gap between chunks afterwards.
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
+    # `claudex serve`'s log level (`[proxy] log_level`, or Claudex's top-level `log_level`).
+    log_level: LogLevel = "info"
 
 
 @dataclass(frozen=True)
@@ -96,7 +109,13 @@ class Profile:
 
     @property
     def protocol(self) -> Protocol:
-        return "anthropic" if self.provider_type == "DirectAnthropic" else "openai"
+        if self.provider_type == "DirectAnthropic":
+            return "anthropic"
+        if self.provider_type == "OpenAICompatible":
+            return "openai"
+        # An unserved type always loads with `problem` set, so the engine skips it before asking;
+        # answering "openai" here would send Chat Completions to a Responses endpoint.
+        raise ValueError(f"{self.name}: {UNSERVED_PROVIDER_TYPES[self.provider_type]}")
 
     @property
     def usable(self) -> bool:
@@ -115,6 +134,8 @@ class Config:
     model_aliases: Mapping[str, str] = field(default_factory=dict)
     # Problems that do not stop the file from loading ("not implemented by claudex"), with line.
     warnings: tuple[ConfigIssue, ...] = ()
+    # Claudex's top-level `claude_binary`: the command `claudex run` starts when none is given.
+    claude_binary: str | None = None
 
     def profile(self, name: str) -> Profile | None:
         for p in self.profiles:
