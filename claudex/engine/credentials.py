@@ -217,6 +217,8 @@ class Credentials:
 
     def _headers(self, token: OAuthToken) -> AuthHeaders:
         secret = token.access_token
+        if not secret:  # `api_key = ""`: a local server (Ollama, LM Studio) that takes no key
+            return AuthHeaders({}, secret)
         if self._kind == "key" and self._profile.provider_type == "DirectAnthropic":
             return AuthHeaders({"x-api-key": secret}, secret)
         return AuthHeaders({"authorization": f"Bearer {secret}"}, secret, self._beta)
@@ -262,6 +264,8 @@ class Credentials:
             return OAuthToken(self._profile.api_key)
         variable = self._profile.api_key_env
         if not variable:
+            if self._profile.api_key == "":
+                return OAuthToken("")  # no key on purpose: no credential header is sent
             raise self._error("no api_key or api_key_env is set")
         value = self._env.get(variable, "").strip()
         if not value:
