@@ -24,6 +24,7 @@ from claudex.config import (
     parse_config,
 )
 from claudex.config.loader import _PROFILE_KEYS, _PROXY_KEYS, _KeyLines, _Scanner
+from claudex.config.paths import example_config_path
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "profiles.example.toml"
 
@@ -66,6 +67,16 @@ def test_example_file_loads_with_design_defaults() -> None:
     assert deepseek.problem == "environment variable DEEPSEEK_API_KEY is not set"
     assert oauth.auth_type == "oauth" and oauth.oauth_provider == "claude"
     assert oauth.problem == "credentials file ~/.claude/.credentials.json not found"
+    # grok and deepseek back each other up, and the example follows its own advice.
+    assert grok.backup_providers == ("deepseek",) and deepseek.backup_providers == ("grok",)
+    assert config.warnings == ()
+
+
+def test_the_packaged_example_is_the_example() -> None:
+    """A pip-installed claudex has no checkout at hand: the same file ships in the package."""
+    packaged = example_config_path()
+    assert packaged.is_file() and packaged != EXAMPLE
+    assert packaged.read_bytes() == EXAMPLE.read_bytes()
 
 
 def test_example_file_documents_only_real_keys() -> None:

@@ -261,7 +261,7 @@ class _Builder:
         for key in _REQUIRED_PROFILE_KEYS:
             if key not in table:
                 self._report(where.child(key), "missing required key")
-        if values.get("api_key") is not None and "api_key_env" in values:
+        if values.get("api_key") and "api_key_env" in values:
             self._report(where.child("api_key"), "set either api_key or api_key_env, not both")
         if (
             values.get("auth_type") == "oauth"
