@@ -18,7 +18,7 @@ import httpx
 from claudex import __version__
 from claudex.config.loader import check_config, load_config
 from claudex.config.model import Config, ConfigError
-from claudex.config.paths import default_config_path
+from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
 from claudex.engine.secrets import SCRUBBER, config_secrets
 
@@ -31,13 +31,18 @@ def _config_path(args: argparse.Namespace) -> Path:
     return Path(args.config).expanduser() if args.config else default_config_path()
 
 
+def _no_config(path: Path) -> CliError:
+    return CliError(
+        f"No config at {path}. Run `claudex init` to write a starter config there from the "
+        f"logins and API-key variables it finds (the full example is {example_config_path()}), "
+        "pass --config FILE, or try `claudex demo` (fake providers, no setup)."
+    )
+
+
 def _load(args: argparse.Namespace) -> Config:
     path = _config_path(args)
     if not path.exists():
-        raise CliError(
-            f"No config at {path}. Copy profiles.example.toml there, pass --config FILE, "
-            "or try `claudex demo` (fake providers, no setup)."
-        )
+        raise _no_config(path)
     try:
         return load_config(path)
     except ConfigError as exc:
@@ -99,12 +104,17 @@ def _admin(args: argparse.Namespace, method: str, path: str) -> httpx.Response:
 # -- commands ------------------------------------------------------------------------------------
 
 
+# `[proxy] log_level` (or Claudex's top-level `log_level`) as a `logging` level number.
+_LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from claudex import logs
     from claudex.server.serve import serve_forever
 
     config = _load(args)
-    logs.setup_stderr(json_lines=args.log_json, level=10 if args.debug else 20)
+    level = 10 if args.debug else _LOG_LEVELS[config.proxy.log_level]
+    logs.setup_stderr(json_lines=args.log_json, level=level)
     host = args.host or config.proxy.host
     port = args.port if args.port is not None else config.proxy.port
     return serve_forever(config, host=host, port=port, config_path=_config_path(args))
@@ -112,8 +122,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
 
     path = _config_path(args)
+    if not path.exists() and not path.is_symlink():
+        raise _no_config(path)
     out = Console(highlight=False)
     issues = check_config(path)
     if issues:
@@ -125,18 +138,58 @@ def cmd_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     config = load_config(path)
-    out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s)")
+    warned = f", {len(config.warnings)} warning(s)" if config.warnings else ""
+    out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s){warned}")
+    for warning in config.warnings:
+        _print_warning(out, str(warning))
     _print_warning(out, config_permission_warning(config))
     table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
     for column in ("profile", "type", "chain", "state"):
         table.add_column(column, no_wrap=column != "state")
     for p in config.profiles:
         chain = " → ".join([p.name, *p.backup_providers])
-        state = "[dim]disabled[/]" if not p.enabled else (
-            f"[yellow]misconfigured:[/] {p.problem}" if p.problem else "[green]ready[/]")
-        kind = "anthropic" if p.provider_type == "DirectAnthropic" else "openai"
-        table.add_row(p.name, kind, chain, state)
+        problem = f"[red]misconfigured:[/] {escape(p.problem)}" if p.problem else None
+        if not p.enabled:
+            state = "[dim]disabled[/]" + (f" ({problem})" if problem else "")
+        else:
+            state = problem or "[green]ready[/]"
+        table.add_row(p.name, _SHORT_TYPES.get(p.provider_type, p.provider_type), chain, state)
     out.print(table)
+    return 0
+
+
+_SHORT_TYPES = {
+    "DirectAnthropic": "anthropic",
+    "OpenAICompatible": "openai",
+    "OpenAIResponses": "responses",
+}
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from claudex.config.loader import parse_config
+    from claudex.config.starter import discover, report, starter_path_free, starter_text
+    from claudex.engine.secrets import write_text_atomic
+
+    path = _config_path(args)
+    if not starter_path_free(path):
+        raise CliError(
+            f"{path} already exists; `claudex init` never replaces a config. Check it with "
+            "`claudex check`, or pass --config NEW_FILE to write a starter somewhere else."
+        )
+    found = discover(os.environ)
+    text = starter_text(found, str(example_config_path()))
+    # What init writes must load; a failure here is claudex's bug, reported before any write.
+    config = parse_config(text, str(path))
+    try:
+        write_text_atomic(path, text, 0o600)
+    except OSError as exc:
+        raise CliError(f"Cannot write {path}: {exc.strerror or type(exc).__name__}") from None
+    print("claudex init looked for logins and API-key variables:")
+    for line in report(found):
+        print(f"  {line}")
+    names = ", ".join(p.name for p in config.profiles)
+    print(f"Wrote {path} (mode 0600) with {len(config.profiles)} profile(s): {names}.")
+    print("Next: `claudex check`, then `claudex serve` and, in another terminal, `claudex run`.")
     return 0
 
 
@@ -223,15 +276,34 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"No claudex proxy answers at {base}. Start it first in another terminal with "
             "`claudex serve` (or `claudex` for the console), then run this again."
         ) from None
+    config = _config_if_loadable(args)
     command = list(args.command or [])
     if not command:
-        command = ["claude"]
+        # Claudex's `claude_binary` names the Claude Code to run; else `claude` from PATH.
+        binary = config.claude_binary if config is not None else None
+        command = [os.path.expanduser(binary) if binary else "claude"]
     if shutil.which(command[0]) is None:
         raise CliError(f"Command not found: {command[0]}")
     env = dict(os.environ)
     for key, value in _client_env(args, args.profile).items():
         env[key] = os.path.expandvars(value) if value.startswith("$") else value
+    target = None
+    if config is not None:
+        target = config.profile(args.profile) if args.profile else config.default_profile
+    if target is not None:
+        # The profile's `extra_env` goes last, as in Claudex: what the file says wins.
+        env.update(target.extra_env)
     return subprocess.call(command, env=env)
+
+
+def _config_if_loadable(args: argparse.Namespace) -> Config | None:
+    path = _config_path(args)
+    if not path.exists():
+        return None
+    try:
+        return load_config(path)
+    except ConfigError:
+        return None
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -288,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_serve)
     p = add("check", "validate the config and list every problem")
     p.set_defaults(func=cmd_check)
+    p = add("init", "write a starter config from the logins and API-key variables found")
+    p.set_defaults(func=cmd_init)
     for name, func, text in (("status", cmd_status, "show the running engine's providers"),):
         p = add(name, text)
         p.add_argument("--json", action="store_true")

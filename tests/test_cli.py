@@ -145,3 +145,34 @@ async def test_run_passes_proxy_env_to_the_command(served: dict[str, Any]) -> No
         sys.executable, "-c", "import os; print(os.environ['ANTHROPIC_BASE_URL'])")
     assert code == 0, err
     assert out.strip() == served["url"] + "/proxy/backup"
+
+
+async def test_run_sets_the_profile_extra_env_and_claudex_claude_binary(
+    fakes: Any, tmp_path: Path
+) -> None:
+    # Anything answering /healthz will do for `run` to go ahead: a fake provider answers 404.
+    f = await fakes(("up", "anthropic"))
+    port = int(f["up"].base_url.rsplit(":", 1)[1].split("/")[0])
+    binary = tmp_path / "fake-claude"
+    binary.write_text('#!/bin/sh\necho "binary $RUN_VAR $ANTHROPIC_BASE_URL"\n')
+    binary.chmod(0o755)
+    path = tmp_path / "p.toml"
+    path.write_text(
+        f'claude_binary = "{binary}"\n[proxy]\nport = {port}\n'
+        '[[profiles]]\nname = "a"\nprovider_type = "DirectAnthropic"\n'
+        'base_url = "https://a.test"\nauth_type = "passthrough"\n'
+        'extra_env = { RUN_VAR = "from a", "EMPTY_ONE" = "" }\n'
+        '[[profiles]]\nname = "b"\nprovider_type = "DirectAnthropic"\n'
+        'base_url = "https://b.test"\nauth_type = "passthrough"\n'
+        'extra_env = { RUN_VAR = "from b" }\n'
+    )
+    code, out, err = await claudex("--config", str(path), "run", "b", "--",
+                                   "sh", "-c", 'echo "$RUN_VAR"')
+    assert (code, out.strip()) == (0, "from b"), err
+    # No PROFILE: the default profile's extra_env; no CMD: Claudex's claude_binary.
+    code, out, err = await claudex("--config", str(path), "run", env={"RUN_VAR": "outer"})
+    assert code == 0, err
+    assert out.strip() == f"binary from a http://127.0.0.1:{port}"
+    code, out, _ = await claudex("--config", str(path), "run", "a", "--",
+                                 "sh", "-c", 'echo "${EMPTY_ONE-unset}"')
+    assert (code, out.strip()) == (0, "")
