@@ -13,7 +13,10 @@ Two depths, so a well-formed request pays almost nothing:
   provider to judge, as it would be without claudex.
 
 Types the checks do not know (a new content block, a server tool) pass: they are valid to newer
-API versions, and the translators drop and list what has no counterpart.
+API versions, and the translators drop and list what has no counterpart. On a translated path
+the checks refuse only what no provider could take: an Anthropic system turn anywhere in
+`messages` passes (an OpenAI target takes a system message anywhere; the translator settles
+where an Anthropic one may stand).
 
 A problem is raised as `InvalidRequest`; its message follows each API's own wording: Anthropic's
 validation errors (`messages.0.content: Input should be a valid list`) and OpenAI's
@@ -108,7 +111,11 @@ class Problem:
         elif self.kind == "empty":
             what = "at least one message is required"
         elif self.kind == "value":
-            what = "Input should be " + " or ".join(f"'{a}'" for a in self.allowed)
+            # Pydantic's wording, as Anthropic's API gives it: 'a', 'b' or 'c'.
+            quoted = [f"'{a}'" for a in self.allowed]
+            what = "Input should be " + (
+                ", ".join(quoted[:-1]) + " or " + quoted[-1] if len(quoted) > 1 else
+                "".join(quoted))
         else:
             what = "Extra inputs are not permitted"
         return f"{where}: {what}"

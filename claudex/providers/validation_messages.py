@@ -16,7 +16,10 @@ from claudex.providers.validation import (
     required_field,
 )
 
-_ANTHROPIC_ROLES = ("user", "assistant")
+# "system": Anthropic's mid-conversation system turns. Where one may stand (and which models
+# take one) is for the target to settle: an OpenAI provider takes it anywhere, and the
+# translator moves it where an Anthropic model takes it (`translate.system_turns`).
+_ANTHROPIC_ROLES = ("user", "assistant", "system")
 
 
 def check_anthropic_contents(body: dict[str, Any]) -> None:

@@ -25,6 +25,23 @@ def note_block_extras(block: dict[str, Any], drops: Drops) -> None:
         drops.add("citations")
 
 
+# Server tool calls and results: they ran inside Anthropic's API, with nothing to answer them
+# on the other side (tool_result, the client's own tool results, is not one of them).
+_SERVER_TOOL_BLOCKS = frozenset({"server_tool_use", "mcp_tool_use", "container_upload"})
+
+
+def note_unconverted_block(kind: Any, drops: Drops) -> None:
+    """Name a content block the OpenAI side has no form for."""
+    if kind == "thinking":
+        drops.add("thinking")
+    elif kind == "redacted_thinking":
+        drops.add("redacted_thinking")
+    elif kind in _SERVER_TOOL_BLOCKS or (isinstance(kind, str) and kind.endswith("_tool_result")):
+        drops.add("server_tool_blocks")
+    else:
+        drops.unknown(f"content.{kind}")
+
+
 def text_of_blocks(content: Any, joiner: str = "\n\n") -> str:
     """The text of an Anthropic content value: a string, or the text blocks joined."""
     if isinstance(content, str):
@@ -74,7 +91,7 @@ def image_block_to_openai(block: dict[str, Any], drops: Drops) -> dict[str, Any]
     elif kind == "url" and source.get("url"):
         url = str(source["url"])
     else:
-        drops.add(f"content.image.{kind or 'source'}")
+        drops.add("image_source")
         return None
     return {"type": "image_url", "image_url": {"url": url}}
 
@@ -91,14 +108,14 @@ def document_block_to_openai(block: dict[str, Any], drops: Drops) -> dict[str, A
         return {"type": "text", "text": str(source.get("data", ""))}
     if kind == "content":
         return {"type": "text", "text": text_of_blocks(source.get("content"))}
-    drops.add(f"content.document.{kind or 'source'}")
+    drops.add("document_source")
     return None
 
 
 def user_block_to_openai(block: Any, drops: Drops) -> dict[str, Any] | None:
     """One block of a user turn (not a tool_result) as an OpenAI content part, or None."""
     if not isinstance(block, dict):
-        drops.add("content (malformed block)")
+        drops.add("malformed")
         return None
     note_block_extras(block, drops)
     kind = block.get("type")
@@ -108,7 +125,7 @@ def user_block_to_openai(block: Any, drops: Drops) -> dict[str, Any] | None:
         return image_block_to_openai(block, drops)
     if kind == "document":
         return document_block_to_openai(block, drops)
-    drops.add(f"content.{kind}")
+    note_unconverted_block(kind, drops)
     return None
 
 
@@ -118,17 +135,17 @@ def image_part_to_anthropic(part: dict[str, Any], drops: Drops) -> dict[str, Any
     image = part.get("image_url")
     url = image.get("url") if isinstance(image, dict) else image
     if not isinstance(url, str) or not url:
-        drops.add("content.image_url")
+        drops.add("image_url")
         return None
     if isinstance(image, dict) and image.get("detail") not in (None, "auto"):
-        drops.add("image_url.detail")
+        drops.add("image_detail")
     parsed = parse_data_url(url)
     if parsed is not None:
         media_type, data = parsed
         return {"type": "image", "source": {"type": "base64", "media_type": media_type,
                                             "data": data}}
     if url.startswith("data:"):
-        drops.add("content.image_url (data URL not base64)")
+        drops.add("image_url")  # a data URL that is not base64
         return None
     return {"type": "image", "source": {"type": "url", "url": url}}
 
@@ -138,7 +155,7 @@ def file_part_to_anthropic(part: dict[str, Any], drops: Drops) -> dict[str, Any]
     parsed = parse_data_url(str(file.get("file_data") or ""))
     if parsed is None or parsed[0] != "application/pdf":
         # File ids live in OpenAI's file store; other media types have no Anthropic document.
-        drops.add("content.file")
+        drops.add("file")
         return None
     block: dict[str, Any] = {"type": "document",
                              "source": {"type": "base64", "media_type": "application/pdf",
@@ -153,7 +170,7 @@ def part_to_anthropic(part: Any, drops: Drops) -> dict[str, Any] | None:
     if isinstance(part, str):
         return {"type": "text", "text": part} if part else None
     if not isinstance(part, dict):
-        drops.add("content (malformed part)")
+        drops.add("malformed")
         return None
     kind = part.get("type")
     if kind in ("text", "refusal"):
@@ -164,7 +181,10 @@ def part_to_anthropic(part: Any, drops: Drops) -> dict[str, Any] | None:
         return image_part_to_anthropic(part, drops)
     if kind == "file":
         return file_part_to_anthropic(part, drops)
-    drops.add(f"content.{kind}")  # input_audio and future part types
+    if kind == "input_audio":
+        drops.add("input_audio")
+    else:
+        drops.unknown(f"content.{kind}")  # a newer part type
     return None
 
 

@@ -1,8 +1,10 @@
 """Conversation turns: Anthropic `messages` (+ `system`) <-> OpenAI `messages`.
 
 Shapes that differ:
-- Anthropic `system` (top level) <-> OpenAI `system`/`developer` messages. OpenAI allows them
-  anywhere; Anthropic only at the top, so every one is lifted, in order, into system blocks.
+- Anthropic `system` (top level) <-> the leading OpenAI `system`/`developer` messages.
+- Anthropic `{"role": "system"}` turns inside `messages` <-> OpenAI system/developer messages
+  after the first other message: kept in place where the target takes them
+  (`claudex.providers.translate.system_turns` says where that is, and what moves otherwise).
 - An Anthropic user turn holding `tool_result` blocks becomes one OpenAI `role: "tool"` message
   per result (ids kept), followed by a user message with the turn's other content. The other way,
   consecutive tool messages and the user message right after them form one Anthropic user turn.
@@ -14,6 +16,7 @@ Shapes that differ:
   the next user message, introduced by a line naming the tool call.
 - `thinking`/`redacted_thinking` blocks are dropped: their signatures only mean something to
   Anthropic, and an OpenAI model cannot take them.
+What is dropped is named from the tables in `claudex.providers.translate.drops`.
 """
 
 from __future__ import annotations
@@ -24,35 +27,27 @@ from typing import Any
 from claudex.providers.translate.content import (
     image_block_to_openai,
     note_block_extras,
+    note_unconverted_block,
     parts_to_anthropic,
     text_of_parts,
     user_block_to_openai,
 )
 from claudex.providers.translate.drops import Drops
 from claudex.providers.translate.responses import arguments_object
+from claudex.providers.translate.system_turns import TEXT_JOINER, anthropic_system_text
 from claudex.providers.translate.tools import ToolNameMap
 
 TOOL_ERROR_PREFIX = "[tool error] "
-TEXT_JOINER = "\n\n"
 
 
 # -- Anthropic -> OpenAI ---------------------------------------------------------------------
 
 def anthropic_system_to_openai(system: Any, drops: Drops) -> list[dict[str, Any]]:
-    if isinstance(system, str):
-        return [{"role": "system", "content": system}] if system else []
-    if not isinstance(system, list):
-        return []
-    texts: list[str] = []
-    for block in system:
-        if isinstance(block, dict) and block.get("type") == "text":
-            note_block_extras(block, drops)
-            texts.append(str(block.get("text", "")))
-        else:
-            drops.add("system (non-text block)")
-    # One system message: several are legal in OpenAI's API, but not every compatible server
-    # accepts more than one.
-    return [{"role": "system", "content": TEXT_JOINER.join(texts)}] if texts else []
+    """The top-level system prompt, or a system turn, as one OpenAI system message (or none,
+    when it holds no text): several are legal in OpenAI's API, but not every compatible server
+    accepts a run of them."""
+    text = anthropic_system_text(system, drops)
+    return [{"role": "system", "content": text}] if text else []
 
 
 def anthropic_messages_to_openai(messages: list[Any], names: ToolNameMap,
@@ -60,15 +55,17 @@ def anthropic_messages_to_openai(messages: list[Any], names: ToolNameMap,
     out: list[dict[str, Any]] = []
     for message in messages:
         if not isinstance(message, dict):
-            drops.add("messages (malformed entry)")
+            drops.add("malformed")
             continue
         role, content = message.get("role"), message.get("content")
         if role == "assistant":
             out.append(_assistant_to_openai(content, names, drops))
         elif role == "user":
             out.extend(_user_to_openai(content, drops))
+        elif role == "system":
+            out.extend(anthropic_system_to_openai(content, drops))
         else:
-            drops.add(f"messages.role.{role}")
+            drops.add("unknown_role")
     return out
 
 
@@ -76,7 +73,7 @@ def _user_to_openai(content: Any, drops: Drops) -> list[dict[str, Any]]:
     if isinstance(content, str):
         return [{"role": "user", "content": content}]
     if not isinstance(content, list):
-        drops.add("messages.content (malformed)")
+        drops.add("malformed")
         return []
     tool_messages: list[dict[str, Any]] = []
     tool_images: list[dict[str, Any]] = []
@@ -120,7 +117,7 @@ def _tool_result_to_openai(
                 if image is not None:
                     images.append(image)
             else:
-                drops.add(f"tool_result.content.{item.get('type')}")
+                drops.add("tool_result.non_text")
     text = TEXT_JOINER.join(texts)
     if block.get("is_error"):
         text = TOOL_ERROR_PREFIX + text
@@ -152,7 +149,7 @@ def _assistant_to_openai(content: Any, names: ToolNameMap, drops: Drops) -> dict
                 },
             })
         else:
-            drops.add(f"content.{kind}")  # thinking, redacted_thinking, server tool blocks
+            note_unconverted_block(kind, drops)  # thinking, redacted_thinking, server tools
     message: dict[str, Any] = {
         "role": "assistant",
         # OpenAI wants null content beside tool calls; some servers reject an empty string there.
@@ -168,22 +165,28 @@ def _assistant_to_openai(content: Any, names: ToolNameMap, drops: Drops) -> dict
 def openai_messages_to_anthropic(
     messages: list[Any], names: ToolNameMap, drops: Drops
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Returns (system blocks, messages)."""
+    """Returns (leading system blocks, messages with the later system messages in place)."""
     system: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     tool_turn: list[dict[str, Any]] | None = None  # the open user turn collecting tool results
+    leading = True  # no message but system/developer ones yet
     for message in messages:
         if not isinstance(message, dict):
-            drops.add("messages (malformed entry)")
+            drops.add("malformed")
             continue
         role, content = message.get("role"), message.get("content")
         if message.get("name"):
-            drops.add("messages.name")
+            drops.add("name")
         if role in ("system", "developer"):
             text = text_of_parts(content)
-            if text:
+            if text and leading:
                 system.append({"type": "text", "text": text})
+            elif text:
+                # In place for now; `place_anthropic_system_turns` settles where it may stay.
+                # An open tool turn stays open: the results must still lead the next turn.
+                out.append({"role": "system", "content": text})
             continue
+        leading = False
         if role == "tool":
             if tool_turn is None:
                 tool_turn = []
@@ -200,7 +203,7 @@ def openai_messages_to_anthropic(
             elif blocks:
                 out.append({"role": "user", "content": blocks})
             else:
-                drops.add("messages (empty user turn)")
+                drops.add("empty_turn")
             continue
         tool_turn = None
         if role == "assistant":
@@ -208,7 +211,7 @@ def openai_messages_to_anthropic(
             if assistant is not None:
                 out.append(assistant)
         else:
-            drops.add(f"messages.role.{role}")  # "function" (legacy) and unknown roles
+            drops.add("function_messages" if role == "function" else "unknown_role")
     return system, out
 
 
@@ -232,7 +235,7 @@ def _assistant_to_anthropic(message: dict[str, Any], names: ToolNameMap,
         blocks.append({"type": "text", "text": message["refusal"]})
     for call in message.get("tool_calls") or ():
         if not isinstance(call, dict) or call.get("type", "function") != "function":
-            drops.add("tool_calls (non-function)")
+            drops.add("non_function_tool_calls")
             continue
         function = call.get("function") or {}
         blocks.append({
@@ -241,12 +244,15 @@ def _assistant_to_anthropic(message: dict[str, Any], names: ToolNameMap,
             "name": names.shorten(str(function.get("name", ""))),
             "input": _arguments_object(function.get("arguments"), drops),
         })
-    for key in ("function_call", "audio", "reasoning_content"):
-        if message.get(key):
-            drops.add(f"messages.{key}")
+    if message.get("function_call"):
+        drops.add("function_call")
+    if message.get("audio"):
+        drops.add("audio")
+    if message.get("reasoning_content"):
+        drops.add("reasoning_content")
     if not blocks:
         # Anthropic rejects an empty assistant turn; this one said nothing worth keeping.
-        drops.add("messages (empty assistant turn)")
+        drops.add("empty_turn")
         return None
     if isinstance(content, str) and len(blocks) == 1 and blocks[0].get("text") == content:
         return {"role": "assistant", "content": content}
@@ -256,6 +262,6 @@ def _assistant_to_anthropic(message: dict[str, Any], names: ToolNameMap,
 def _arguments_object(arguments: Any, drops: Drops) -> dict[str, Any]:
     value = arguments_object(arguments)
     if value is None:
-        drops.add("tool_calls.arguments (not a JSON object)")
+        drops.add("tool_call_arguments")
         return {}
     return value

@@ -1,23 +1,25 @@
 """Request bodies: Anthropic Messages <-> OpenAI Chat Completions.
 
 Pure functions. What the target cannot take is left out and named in `Translated.dropped`
-(the caller logs it in one debug line); nothing is silently altered. Values that change nothing
-(`n: 1`, `thinking: {"type": "disabled"}`, a null field) are left out without being listed.
+with the short names of the tables in `claudex.providers.translate.drops` (which also list
+every field each direction drops, and why); nothing is silently altered. Values that change
+nothing (`n: 1`, `thinking: {"type": "disabled"}`, a null field) are left out without a name.
 
 Parameters:
   Anthropic                        OpenAI
-  system                           leading system message (all system/developer messages lifted)
+  system                           leading system message
+  {"role": "system"} turns         system messages in place (`system_turns`: where they may go)
   max_tokens (required)            max_tokens (or max_completion_tokens: `max_tokens_field`)
   temperature, top_p               temperature, top_p (an OpenAI temperature above 1 is dropped:
                                    Anthropic's range ends at 1)
   stop_sequences                   stop (string or list)
-  metadata.user_id                 user (or safety_identifier when there is no user)
+  metadata.user_id  <-             user (or safety_identifier when there is no user)
   tools / tool_choice              tools / tool_choice, parallel_tool_calls
   stream                           stream (+ stream_options.include_usage for OpenAI targets)
-Not translatable, so dropped and listed: top_k, thinking, service_tier, container, mcp_servers,
-context_management and other Anthropic-only fields; n > 1, logprobs, logit_bias, penalties,
-seed, response_format, audio, modalities, prediction, reasoning_effort, web_search_options,
-legacy `functions`/`function_call` and other OpenAI-only fields.
+`metadata.user_id` goes one way only. An OpenAI client sets `user` for exactly what Anthropic's
+field is for (an opaque id of its end user, for abuse monitoring), so it is kept. Claude Code,
+the usual Anthropic client, puts a JSON of its device and session ids there, meant for
+Anthropic: it is not handed to a third-party provider as `user`.
 """
 
 from __future__ import annotations
@@ -25,11 +27,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, TypeGuard
 
-from claudex.providers.translate.drops import Drops
+from claudex.providers.translate.drops import (
+    ANTHROPIC_TO_OPENAI,
+    OPENAI_TO_ANTHROPIC,
+    DropName,
+    Drops,
+)
 from claudex.providers.translate.messages import (
     anthropic_messages_to_openai,
     anthropic_system_to_openai,
     openai_messages_to_anthropic,
+)
+from claudex.providers.translate.system_turns import (
+    place_anthropic_system_turns,
+    settle_openai_system_messages,
 )
 from claudex.providers.translate.tools import (
     ANTHROPIC_NAME_LIMIT,
@@ -77,8 +88,11 @@ def _is_number(value: Any) -> TypeGuard[int | float]:
 
 _ANTHROPIC_HANDLED = frozenset({
     "model", "messages", "system", "max_tokens", "temperature", "top_p", "stop_sequences",
-    "stream", "metadata", "tools", "tool_choice",
+    "stream", "metadata", "output_config", "tools", "tool_choice",
 })
+_OUTPUT_CONFIG_DROPS: dict[str, DropName] = {
+    "effort": "output_config.effort", "format": "output_config.format",
+}
 
 
 def anthropic_to_openai_request(
@@ -97,7 +111,7 @@ def anthropic_to_openai_request(
     out: dict[str, Any] = {"model": model if model is not None else body.get("model")}
     messages = anthropic_system_to_openai(body.get("system"), drops)
     messages += anthropic_messages_to_openai(list(body.get("messages") or ()), names, drops)
-    out["messages"] = messages
+    out["messages"] = settle_openai_system_messages(messages)
 
     max_tokens = body.get("max_tokens")
     if _is_int(max_tokens):
@@ -118,10 +132,15 @@ def anthropic_to_openai_request(
     metadata = body.get("metadata")
     if isinstance(metadata, dict):
         for key, value in metadata.items():
-            if key == "user_id" and isinstance(value, str) and value:
-                out["user"] = value
-            elif value is not None:
-                drops.add(f"metadata.{key}")
+            if value is not None:
+                drops.add("metadata.user_id" if key == "user_id" else "metadata")
+    output_config = body.get("output_config")
+    if isinstance(output_config, dict):
+        for key, value in output_config.items():
+            if value is not None:
+                drops.add(_OUTPUT_CONFIG_DROPS.get(key, "output_config"))
+    elif output_config is not None:
+        drops.add("output_config")
 
     tools = anthropic_tools_to_openai(list(body.get("tools") or ()), names, drops)
     if tools:
@@ -142,7 +161,7 @@ def anthropic_to_openai_request(
             continue
         if key == "thinking" and isinstance(value, dict) and value.get("type") == "disabled":
             continue
-        drops.add(key)
+        drops.field(key, ANTHROPIC_TO_OPENAI)
     return Translated(out, drops.as_tuple(), names)
 
 
@@ -172,6 +191,7 @@ def openai_to_anthropic_request(
     system, messages = openai_messages_to_anthropic(list(body.get("messages") or ()), names,
                                                     drops)
     out: dict[str, Any] = {"model": model if model is not None else body.get("model")}
+    system, messages = place_anthropic_system_turns(system, messages, out["model"])
     if len(system) == 1:
         out["system"] = system[0]["text"]
     elif system:
@@ -191,7 +211,7 @@ def openai_to_anthropic_request(
         if temperature <= ANTHROPIC_MAX_TEMPERATURE:
             out["temperature"] = temperature
         else:
-            drops.add("temperature (above Anthropic's maximum of 1)")
+            drops.add("temperature")
     if _is_number(body.get("top_p")):
         out["top_p"] = body["top_p"]
     stop = body.get("stop")
@@ -221,5 +241,5 @@ def openai_to_anthropic_request(
             continue
         if key in _OPENAI_NO_OPS and value == _OPENAI_NO_OPS[key]:
             continue
-        drops.add(key)
+        drops.field(key, OPENAI_TO_ANTHROPIC)
     return Translated(out, drops.as_tuple(), names)

@@ -71,13 +71,13 @@ def anthropic_tools_to_openai(tools: list[Any], names: ToolNameMap,
     out: list[dict[str, Any]] = []
     for tool in tools:
         if not isinstance(tool, dict):
-            drops.add("tools (malformed entry)")
+            drops.add("malformed")
             continue
         kind = tool.get("type")
         if kind not in (None, "custom"):
             # Server tools (web_search_*, bash_*, text_editor_*, computer_*, code_execution_*)
             # run inside Anthropic's API; an OpenAI target has nothing to run them with.
-            drops.add(f"tools.{kind}")
+            drops.add("server_tools")
             continue
         function: dict[str, Any] = {"name": names.shorten(str(tool.get("name", "")))}
         if tool.get("description"):
@@ -85,9 +85,18 @@ def anthropic_tools_to_openai(tools: list[Any], names: ToolNameMap,
         function["parameters"] = tool.get("input_schema") or dict(_EMPTY_SCHEMA)
         if tool.get("strict") is not None:
             function["strict"] = tool["strict"]
-        for key in tool:
-            if key not in ("type", "name", "description", "input_schema", "strict"):
-                drops.add(f"tools.{key}")
+        for key, value in tool.items():
+            if key in ("type", "name", "description", "input_schema", "strict") or value is None:
+                continue
+            if key == "cache_control":
+                drops.add("cache_control")
+            elif key == "defer_loading":
+                # Claude Code marks tools it loads on demand (tool search); OpenAI has no such
+                # thing, so the tool is offered like any other.
+                if value is not False:
+                    drops.add("defer_loading")
+            else:
+                drops.unknown(f"tools.{key}")
         out.append({"type": "function", "function": function})
     return out
 
@@ -96,9 +105,11 @@ def openai_tools_to_anthropic(tools: list[Any], names: ToolNameMap,
                               drops: Drops) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for tool in tools:
-        if not isinstance(tool, dict) or tool.get("type", "function") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else "malformed entry"
-            drops.add(f"tools.{kind}")
+        if not isinstance(tool, dict):
+            drops.add("malformed")
+            continue
+        if tool.get("type", "function") != "function":
+            drops.add("non_function_tools")
             continue
         function = tool.get("function") or {}
         converted: dict[str, Any] = {"name": names.shorten(str(function.get("name", "")))}
