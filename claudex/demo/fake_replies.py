@@ -114,7 +114,7 @@ MAX_OUTPUT_TOKENS: Final = 128_000
 the model's own limit."""
 
 _ROLES: Final[dict[str, tuple[str, ...]]] = {
-    "anthropic": ("user", "assistant"),
+    "anthropic": ("user", "assistant", "system"),
     "openai": ("system", "developer", "user", "assistant", "tool", "function"),
 }
 

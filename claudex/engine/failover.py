@@ -9,6 +9,7 @@ which commits to a provider only at its first content event.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Protocol
 
@@ -38,6 +39,8 @@ from claudex.providers import anthropic, openai
 from claudex.providers.translate import estimate_input_tokens
 from claudex.providers.validation import InvalidRequest
 from claudex.providers.validation import error_body as request_error_body
+
+log = logging.getLogger("claudex.engine")
 
 
 class EngineCore(Protocol):
@@ -166,6 +169,9 @@ class Forwarder:
         try:
             body = exchange.body()
         except InvalidRequest as exc:  # the client's request is malformed: 400, no provider
+            log.warning("%s: refused a %s %s request while translating it for %s (400, not "
+                        "sent): %s", profile.name, req.protocol, req.endpoint, exchange.upstream,
+                        exc)
             ledger.note(Attempt(profile.name, "invalid_request", None, str(exc)[:200]))
             ledger.release()
             return tag(ForwardResult(400, {"content-type": "application/json"}, None,

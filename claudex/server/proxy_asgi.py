@@ -87,6 +87,15 @@ class _Disconnected(Exception):
     pass
 
 
+def _log_refusal(protocol: Protocol, endpoint: Endpoint, profile: str | None, status: int,
+                 reason: str) -> None:
+    """One WARNING line per request claudex refuses itself, so that a `claudex serve` user sees
+    why a client got a 4xx no provider sent. The reason names the field, never the body."""
+    where = f"profile {profile[:64]}" if profile else "the default profile"
+    log.warning("refused a %s %s request for %s (%d, no provider asked): %s",
+                protocol, endpoint, where, status, reason)
+
+
 def _error_body(protocol: Protocol, status: int, message: str) -> bytes:
     if protocol == "anthropic":
         return anthropic.error_body(status, message)
@@ -116,6 +125,7 @@ class ProxyRoutes:
             raw = await self._read_body(receive, headers)
         except _TooLarge:
             limit_mb = self.limit // (1024 * 1024)
+            _log_refusal(protocol, endpoint, profile, 413, f"body over the {limit_mb} MB limit")
             await self._answer(send, 413, _error_body(
                 protocol, 413, f"Request body over the {limit_mb} MB limit."))
             return
@@ -124,11 +134,13 @@ class ProxyRoutes:
         try:
             body = _parse(raw)
         except _Unreadable as exc:
+            _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, _error_body(protocol, 400, str(exc)))
             return
         try:
             validation.check_top_level(protocol, endpoint, body)
         except validation.InvalidRequest as exc:
+            _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))
             return
         req = ProxyRequest(
@@ -139,6 +151,7 @@ class ProxyRoutes:
         try:
             result = await self.engine.forward(req)
         except validation.InvalidRequest as exc:  # found deeper, e.g. by a local token count
+            _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))
             return
         except Exception:  # a claudex bug: answer in the client's format, details in the log
