@@ -167,6 +167,8 @@ class World:
         for fake in started:
             fake.max_recorded = 10_000_000
             fake.stream_delay_ms = 1.0  # streams take a few ms, so faults can land mid-stream
+            # The soak judges failover and streams, not model names: any model is served.
+            fake.strict_models = False
         self.fakes = {fake.name: fake for fake in started}
         await self.tokens.start()
         self.credentials = self.workdir / "claude-credentials.json"

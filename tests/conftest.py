@@ -12,7 +12,7 @@ import pytest
 
 from claudex.config.loader import parse_config
 from claudex.config.model import Config
-from claudex.demo.fake_provider import FakeProvider
+from claudex.demo.fake_provider import FakeProvider, default_models
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer, start_in_background
@@ -63,6 +63,14 @@ def anthropic_body(text: str = "hello", *, stream: bool = False,
 def openai_body(text: str = "hello", *, stream: bool = False,
                 model: str = "gpt-4o") -> dict[str, Any]:
     return {"model": model, "stream": stream, "messages": [{"role": "user", "content": text}]}
+
+
+def served_models(name: str, protocol: str) -> tuple[str, ...]:
+    """What a test's fake serves (it answers 404 to any other model, as real providers do): its
+    defaults, the `default_model` that `profile_toml` gives its profile, and for an OpenAI fake
+    the model `openai_body` asks for. An Anthropic fake serves every `claude-` name too."""
+    extra = ("gpt-4o",) if protocol == "openai" else ()
+    return (*default_models(name, protocol), f"{name}-model", *extra)  # type: ignore[arg-type]
 
 
 def profile_toml(name: str, fake: FakeProvider, *, backups: Iterable[str] = (),
@@ -116,7 +124,8 @@ async def fakes() -> AsyncIterator[Callable[..., Any]]:
     async def make(*specs: tuple[str, str]) -> dict[str, FakeProvider]:
         out: dict[str, FakeProvider] = {}
         for name, protocol in specs:
-            fake = FakeProvider(name, protocol)  # type: ignore[arg-type]
+            fake = FakeProvider(name, protocol,  # type: ignore[arg-type]
+                                models=served_models(name, protocol))
             await fake.start()
             started.append(fake)
             out[name] = fake

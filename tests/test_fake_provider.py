@@ -61,7 +61,7 @@ async def claude() -> AsyncIterator[FakeProvider]:
 
 @pytest.fixture
 async def grok() -> AsyncIterator[FakeProvider]:
-    async with FakeProvider("grok", "openai") as fake:
+    async with FakeProvider("grok", "openai", models=("grok-3-beta", "grok-3-mini")) as fake:
         yield fake
 
 
@@ -328,7 +328,7 @@ async def test_count_tokens_and_models(claude: FakeProvider, grok: FakeProvider)
 async def test_bad_requests_get_protocol_errors(
     claude: FakeProvider, grok: FakeProvider, http: httpx.AsyncClient
 ) -> None:
-    no_max_tokens = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    no_max_tokens = {"model": "claude-test", "messages": [{"role": "user", "content": "hi"}]}
     response = await post_messages(http, claude, no_max_tokens)
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_request_error"
@@ -340,6 +340,84 @@ async def test_bad_requests_get_protocol_errors(
     assert response.status_code == 400 and "message" in response.json()["error"]
 
 
+async def test_a_model_the_provider_does_not_serve_is_404_in_each_apis_words(
+    claude: FakeProvider, grok: FakeProvider, http: httpx.AsyncClient
+) -> None:
+    response = await http.post(f"{grok.base_url}/chat/completions",
+                               json=chat_body(model="claude-sonnet-4-6"))
+    assert response.status_code == 404
+    assert response.json() == {"error": {
+        "message": "The model `claude-sonnet-4-6` does not exist or you do not have access to it.",
+        "type": "invalid_request_error", "param": None, "code": "model_not_found"}}
+    response = await post_messages(http, claude, message_body(model="gpt-4o"))
+    assert response.status_code == 404
+    assert response.json() == {"type": "error",
+                               "error": {"type": "not_found_error", "message": "model: gpt-4o"}}
+    count_body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "x"}]}
+    count = await http.post(f"{claude.base_url}/v1/messages/count_tokens", json=count_body)
+    assert count.status_code == 404
+    # Every claude- name is served (Claude Code asks for new models and haiku ones), and each
+    # model the provider lists.
+    for model in ("claude-opus-5-5", "claude-haiku-4-5-20251001", "claude-test"):
+        assert (await post_messages(http, claude, message_body(model=model))).status_code == 200
+    for model in grok.models:
+        response = await http.post(f"{grok.base_url}/chat/completions", json=chat_body(model=model))
+        assert response.status_code == 200
+
+
+async def test_strict_models_off_serves_any_name(http: httpx.AsyncClient) -> None:
+    async with FakeProvider("lax", "openai", strict_models=False) as lax, \
+            FakeProvider("laxa", "anthropic", strict_models=False) as laxa:
+        response = await http.post(f"{lax.base_url}/chat/completions",
+                                   json=chat_body(model="claude-sonnet-4-6"))
+        assert response.status_code == 200
+        assert response.json()["model"] == "claude-sonnet-4-6"
+        assert (await post_messages(http, laxa, message_body(model="gpt-4o"))).status_code == 200
+
+
+async def test_openai_max_tokens_over_the_limit_gets_deepseeks_range_error(
+    http: httpx.AsyncClient,
+) -> None:
+    async with FakeProvider("deepseek", "openai", max_output_tokens=8192) as deepseek:
+        url = f"{deepseek.base_url}/chat/completions"
+        for key in ("max_tokens", "max_completion_tokens"):
+            response = await http.post(url, json=chat_body(model="deepseek-chat", **{key: 8193}))
+            assert response.status_code == 400
+            assert response.json() == {"error": {
+                "message": "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
+                "type": "invalid_request_error", "param": None,
+                "code": "invalid_request_error"}}
+            ok = await http.post(url, json=chat_body(model="deepseek-chat", **{key: 8192}))
+            assert ok.status_code == 200
+        # An SDK sees it as a BadRequestError, the class claudex's clients see.
+        with pytest.raises(openai.BadRequestError):
+            await openai_client(deepseek).chat.completions.create(
+                model="deepseek-chat", max_tokens=32000,
+                messages=[{"role": "user", "content": "hi"}])
+
+
+async def test_anthropic_max_tokens_limit_is_configurable(http: httpx.AsyncClient) -> None:
+    async with FakeProvider("small", "anthropic", max_output_tokens=32000) as small:
+        response = await post_messages(http, small,
+                                       message_body(model="claude-sonnet-4-5", max_tokens=64000))
+        assert response.status_code == 400
+        assert response.json() == {"type": "error", "error": {
+            "type": "invalid_request_error",
+            "message": "max_tokens: 64000 > 32000, which is the maximum allowed number of "
+                       "output tokens for claude-sonnet-4-5"}}
+        ok = await post_messages(http, small,
+                                 message_body(model="claude-sonnet-4-5", max_tokens=32000))
+        assert ok.status_code == 200
+    # Unset, the limit is the fakes' general one.
+    async with FakeProvider("big", "anthropic") as big:
+        assert (await post_messages(http, big, message_body(max_tokens=128_000))).status_code \
+            == 200
+        assert (await post_messages(http, big, message_body(max_tokens=128_001))).status_code \
+            == 400
+    with pytest.raises(ValueError):
+        FakeProvider("bad", "openai", max_output_tokens=0)
+
+
 # ---------------------------------------------------------------- faults
 
 
@@ -347,7 +425,7 @@ async def test_server_errors_in_both_formats(claude: FakeProvider, grok: FakePro
     claude.set_fault("500")
     with pytest.raises(anthropic.InternalServerError) as anthropic_error:
         await anthropic_client(claude).messages.create(
-            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+            model="claude-test", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
         )
     assert anthropic_error.value.status_code == 500
     assert anthropic_error.value.body["error"]["type"] == "api_error"  # type: ignore[index]
@@ -355,7 +433,7 @@ async def test_server_errors_in_both_formats(claude: FakeProvider, grok: FakePro
     claude.set_fault("529")
     with pytest.raises(anthropic.APIStatusError) as overloaded:
         await anthropic_client(claude).messages.create(
-            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+            model="claude-test", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
         )
     assert overloaded.value.status_code == 529
     assert overloaded.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
@@ -363,7 +441,7 @@ async def test_server_errors_in_both_formats(claude: FakeProvider, grok: FakePro
     grok.set_fault("500")
     with pytest.raises(openai.InternalServerError) as openai_error:
         await openai_client(grok).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}]
+            model="grok-3-beta", messages=[{"role": "user", "content": "hi"}]
         )
     assert openai_error.value.status_code == 500
     assert openai_error.value.type == "server_error"
@@ -390,7 +468,7 @@ async def test_openai_rate_limit_through_the_sdk(grok: FakeProvider) -> None:
     grok.set_fault("429", retry_after=0.5)
     with pytest.raises(openai.RateLimitError) as error:
         await openai_client(grok).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}]
+            model="grok-3-beta", messages=[{"role": "user", "content": "hi"}]
         )
     assert error.value.response.headers["retry-after"] == "0.5"
     assert error.value.code == "rate_limit_exceeded"
@@ -402,19 +480,19 @@ async def test_auth_fault_and_valid_tokens(
     claude.set_fault("401")
     with pytest.raises(anthropic.AuthenticationError) as anthropic_error:
         await anthropic_client(claude).messages.create(
-            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+            model="claude-test", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
         )
     assert anthropic_error.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
 
     grok.set_fault("ok", valid_tokens={"fresh-token"})
     with pytest.raises(openai.AuthenticationError) as openai_error:
         await openai_client(grok).chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "hi"}]
+            model="grok-3-beta", messages=[{"role": "user", "content": "hi"}]
         )
     assert openai_error.value.code == "invalid_api_key"
     good = openai.AsyncOpenAI(base_url=grok.base_url, api_key="fresh-token", max_retries=0)
     completion = await good.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}]
+        model="grok-3-beta", messages=[{"role": "user", "content": "hi"}]
     )
     assert completion.choices[0].message.content is not None
     # Changing the fault keeps the accepted tokens; x-api-key counts as well as a bearer token.
@@ -571,13 +649,13 @@ async def test_stream_error_sends_an_error_event(
 
     with pytest.raises(anthropic.APIStatusError):
         async with anthropic_client(claude).messages.stream(
-            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+            model="claude-test", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
         ) as stream:
             await stream.get_final_message()
 
     grok.set_fault("stream_error")
     chat_stream = await openai_client(grok).chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True
+        model="grok-3-beta", messages=[{"role": "user", "content": "hi"}], stream=True
     )
     with pytest.raises(openai.APIError):
         async for _ in chat_stream:

@@ -39,7 +39,13 @@ from claudex.providers.validation import Problem
 from claudex.server import run
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer
-from tests.conftest import TEST_ENV, RecordingSleep, build_config, profile_toml
+from tests.conftest import (
+    TEST_ENV,
+    RecordingSleep,
+    build_config,
+    profile_toml,
+    served_models,
+)
 
 T = TypeVar("T")
 Protocol = Literal["anthropic", "openai"]
@@ -76,8 +82,9 @@ def world() -> Iterator[World]:
     thread.start()
 
     async def start() -> tuple[Engine, RunningServer, dict[str, FakeProvider]]:
-        fakes = {"claude": FakeProvider("claude", "anthropic"),
-                 "gpt": FakeProvider("gpt", "openai")}
+        fakes = {"claude": FakeProvider("claude", "anthropic",
+                                        models=served_models("claude", "anthropic")),
+                 "gpt": FakeProvider("gpt", "openai", models=served_models("gpt", "openai"))}
         for fake in fakes.values():
             await fake.start()
         config = build_config(profile_toml("claude", fakes["claude"], backups=["gpt"])

@@ -42,11 +42,11 @@ async def test_openai_sdk_json_and_stream(fakes: Any, proxy_factory: Any) -> Non
     client = openai.AsyncOpenAI(base_url=proxy.url + "/proxy/grok/v1", api_key="unused",
                                 max_retries=0)
     completion = await client.chat.completions.create(
-        model="grok-3", messages=[{"role": "user", "content": "hello"}])
+        model="grok-model", messages=[{"role": "user", "content": "hello"}])
     assert "grok" in (completion.choices[0].message.content or "")
     f["grok"].set_fault("down")
     stream = await client.chat.completions.create(
-        model="grok-3", messages=[{"role": "user", "content": "events:4"}], stream=True)
+        model="grok-model", messages=[{"role": "user", "content": "events:4"}], stream=True)
     text = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert "deepseek" in text
     await client.close()

@@ -44,7 +44,14 @@ from claudex.demo.fake_provider import FakeProvider
 from claudex.engine.secrets import SecretScrubber, mask_secret
 from claudex.server.security import host_name, is_loopback_host
 from claudex.server.serve import listening_on
-from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
+from tests.conftest import (
+    anthropic_body,
+    build_config,
+    eventually,
+    openai_body,
+    profile_toml,
+    served_models,
+)
 from tests.test_cli import claudex, free_port, spawn_serve, wait_until_serving
 
 # -- planted secrets ------------------------------------------------------------------------------
@@ -512,7 +519,8 @@ backup_providers = ["inline"]
 @contextlib.asynccontextmanager
 async def secret_world(tmp_path: Path, *, config_mode: int) -> AsyncIterator[World]:
     names = (("inline", "anthropic"), ("envkey", "openai"), ("oauth", "anthropic"))
-    fakes = {name: FakeProvider(name, protocol) for name, protocol in names}  # type: ignore[arg-type]
+    fakes = {name: FakeProvider(name, protocol, models=served_models(name, protocol))  # type: ignore[arg-type]
+             for name, protocol in names}
     tokens = FakeTokenServer()
     servers: list[FakeProvider | FakeTokenServer] = [*fakes.values(), tokens]
     for server in servers:

@@ -50,6 +50,7 @@ __all__ = [
     "PROVIDER_FIELDS",
     "RETRY_FIELDS",
     "TIMEOUT_FIELDS",
+    "UNEDITED_KEYS",
     "Field",
     "FileSnapshot",
     "Kind",
@@ -131,6 +132,8 @@ FIELDS = (
 )
 # Every profile key the form edits; `backup_providers` has its own list widget.
 FORM_KEYS = (*(f.key for f in FIELDS), "backup_providers")
+# Claudex's profile keys the form does not show yet: saving leaves them as written.
+UNEDITED_KEYS = ("priority", "query_params", "strip_params", "extra_env")
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = r"[0-9.eE+-]*"

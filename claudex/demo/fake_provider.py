@@ -57,14 +57,20 @@ __all__ = [
     "FaultState",
     "RecordedRequest",
     "TokenGrant",
+    "default_models",
     "start_fakes",
     "stop_fakes",
 ]
 
 RouteKind = Literal["messages", "count_tokens", "chat", "models"]
-_DEFAULT_MODELS: Final[dict[str, tuple[str, ...]]] = {
-    "anthropic": ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5"),
-}
+_ANTHROPIC_MODELS: Final = ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")
+
+
+def default_models(name: str, protocol: Protocol) -> tuple[str, ...]:
+    """What a fake serves unless told: three Claude models, or NAME-chat and NAME-mini."""
+    return _ANTHROPIC_MODELS if protocol == "anthropic" else (f"{name}-chat", f"{name}-mini")
+
+
 _ROUTES: Final[dict[str, dict[str, tuple[str, RouteKind]]]] = {
     "anthropic": {
         "/v1/messages": ("POST", "messages"),
@@ -97,6 +103,8 @@ class FakeProvider:
         port: int = 0,
         *,
         models: Sequence[str] | None = None,
+        strict_models: bool = True,
+        max_output_tokens: int | None = None,
         stream_delay_ms: float = 0.0,
         max_recorded: int = 10_000,
     ) -> None:
@@ -105,11 +113,16 @@ class FakeProvider:
         self.name = name
         self.protocol: Protocol = protocol
         self.host = host
-        self.models: tuple[str, ...] = (
-            tuple(models)
-            if models
-            else _DEFAULT_MODELS.get(protocol, (f"{name}-chat", f"{name}-mini"))
-        )
+        self.models: tuple[str, ...] = tuple(models) if models else default_models(name, protocol)
+        self.strict_models = strict_models
+        """Refuse a model outside `models` with 404 as real providers do (an Anthropic fake
+        serves every `claude-` name too); False: answer whatever model is asked for."""
+        if max_output_tokens is not None and max_output_tokens < 1:
+            raise ValueError(f"max_output_tokens must be at least 1, not {max_output_tokens}")
+        self.max_output_tokens = max_output_tokens
+        """A larger max_tokens / max_completion_tokens is refused with 400 in the protocol's
+        real wording (OpenAI: DeepSeek's "valid range of max_tokens is [1, N]"); None: the
+        fakes' general limit `fake_replies.MAX_OUTPUT_TOKENS`."""
         self.stream_delay_ms = stream_delay_ms
         """Pause between SSE events (0: the whole stream in one write)."""
         self.max_recorded = max_recorded
@@ -391,9 +404,11 @@ class FakeProvider:
                 len(raw),
                 self._writer.next_id(),
                 needs_max_tokens=kind == "messages",
+                served_models=self.models if self.strict_models else None,
+                max_output_tokens=self.max_output_tokens,
             )
         except BadRequest as error:
-            return self._writer.error("invalid_request", str(error))
+            return self._writer.error(error.kind, str(error))
         if kind == "count_tokens":
             return self._writer.json(200, {"input_tokens": reply.input_tokens})
         if streaming:

@@ -16,6 +16,7 @@ builders stay importable from here), over the `Reply` of `claudex.demo.replies_c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeGuard
 
 from claudex.demo.replies_anthropic import (
@@ -62,7 +63,12 @@ _TOOL_KNOB = re.compile(r"\buse tool\b(?:\s+([A-Za-z0-9_.-]+))?", re.IGNORECASE)
 
 
 class BadRequest(Exception):
-    """The request body is not one the real API would accept; answered with 400."""
+    """The request body is not one the real API would accept; answered as `kind` says (400
+    unless the request names a model the provider does not serve: 404)."""
+
+    def __init__(self, message: str, kind: ErrorKind = "invalid_request") -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
 
 
 # ---------------------------------------------------------------- reading the request
@@ -76,8 +82,15 @@ def plan_reply(
     reply_id: str,
     *,
     needs_max_tokens: bool = True,
+    served_models: Sequence[str] | None = None,
+    max_output_tokens: int | None = None,
 ) -> Reply:
-    """Decide the answer to a messages / chat request, or raise BadRequest."""
+    """Decide the answer to a messages / chat request, or raise BadRequest.
+
+    `served_models` (None: any name) is what the provider serves: an OpenAI-protocol provider
+    refuses every other name, an Anthropic one any other that is not a `claude-` name (404).
+    `max_output_tokens` (None: MAX_OUTPUT_TOKENS) is the model's output limit, refused in the
+    protocol's real wording (Anthropic's, or DeepSeek's range for an OpenAI provider)."""
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     model = body.get("model")
@@ -91,6 +104,8 @@ def plan_reply(
         if not _is_integer(max_tokens) or max_tokens < 1:
             raise BadRequest("max_tokens: Field required and must be a positive integer")
     _check_shape(protocol, body)
+    _check_model(protocol, model, served_models)
+    _check_max_tokens(protocol, body, max_output_tokens)
     prompt = _last_user_text(messages[-1])
     tool_call = _tool_call(protocol, body, prompt, reply_id)
     words: tuple[str, ...] = ()
@@ -142,9 +157,6 @@ def _check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
             continue
         if not _is_integer(value) or value < 1:
             raise BadRequest(f"{key}: Input should be a positive integer")
-        if value > MAX_OUTPUT_TOKENS:
-            raise BadRequest(f"{key}: {value} > {MAX_OUTPUT_TOKENS}, which is the maximum "
-                             f"allowed number of output tokens for {body.get('model')}")
     for index, message in enumerate(body["messages"]):
         if not isinstance(message, dict):
             raise BadRequest(f"{_where(protocol, 'messages', index)}: Input should be an object")
@@ -176,15 +188,47 @@ def _check_shape(protocol: Protocol, body: dict[str, Any]) -> None:
             raise BadRequest("system: Input should be a valid string or a list of text blocks")
 
 
+def _check_model(protocol: Protocol, model: str, served: Sequence[str] | None) -> None:
+    """A real provider answers 404 for a model it does not serve. Anthropic serves every
+    `claude-` name here (Claude Code asks for new ones: claude-opus-5-5, haiku models)."""
+    if served is None or model in served:
+        return
+    _require_utf8(model)  # a broken name is bad JSON (400) before it is an unknown model
+    if protocol == "anthropic":
+        if not model.startswith("claude-"):
+            raise BadRequest(f"model: {model}", "model_not_found")
+        return
+    raise BadRequest(f"The model `{model}` does not exist or you do not have access to it.",
+                     "model_not_found")
+
+
+def _check_max_tokens(protocol: Protocol, body: dict[str, Any], limit: int | None) -> None:
+    """A max_tokens over the model's output limit is a 400, worded as each API words it."""
+    for key in ("max_tokens", "max_completion_tokens"):
+        value = body.get(key)
+        if value is None or value <= (limit or MAX_OUTPUT_TOKENS):
+            continue
+        if limit is not None and protocol == "openai":
+            # DeepSeek's words, for max_completion_tokens too.
+            raise BadRequest(f"Invalid max_tokens value, the valid range of max_tokens is "
+                             f"[1, {limit}]", "max_tokens_range")
+        raise BadRequest(f"{key}: {value} > {limit or MAX_OUTPUT_TOKENS}, which is the maximum "
+                         f"allowed number of output tokens for {body.get('model')}")
+
+
 def _check_encodable(reply: Reply) -> None:
     """Strings the reply echoes from the request must have a UTF-8 form: a lone surrogate
     escape (`\\ud800`) parses in Python but not in the real APIs' JSON readers."""
     echoed = [reply.model]
     if reply.tool_call is not None:
         echoed += [reply.tool_call.name, reply.tool_call.arguments]
+    for text in echoed:
+        _require_utf8(text)
+
+
+def _require_utf8(text: str) -> None:
     try:
-        for text in echoed:
-            text.encode()
+        text.encode()
     except UnicodeEncodeError:
         raise BadRequest("The request body is not valid JSON: no low surrogate in string") \
             from None
@@ -298,7 +342,8 @@ def example_value(schema: Any, depth: int = 0) -> Any:
 # ---------------------------------------------------------------- errors by kind
 
 ErrorKind = Literal[
-    "server", "overloaded", "rate_limit", "auth", "invalid_request", "not_found", "method"
+    "server", "overloaded", "rate_limit", "auth", "invalid_request", "not_found", "method",
+    "model_not_found", "max_tokens_range",
 ]
 
 _STATUS: Final[dict[str, int]] = {
@@ -309,6 +354,8 @@ _STATUS: Final[dict[str, int]] = {
     "invalid_request": 400,
     "not_found": 404,
     "method": 405,
+    "model_not_found": 404,
+    "max_tokens_range": 400,
 }
 
 _ANTHROPIC_TYPES: Final[dict[str, tuple[str, str]]] = {
@@ -319,6 +366,8 @@ _ANTHROPIC_TYPES: Final[dict[str, tuple[str, str]]] = {
     "invalid_request": ("invalid_request_error", "Invalid request."),
     "not_found": ("not_found_error", "Not found."),
     "method": ("invalid_request_error", "Method not allowed."),
+    "model_not_found": ("not_found_error", "model: unknown"),
+    "max_tokens_range": ("invalid_request_error", "max_tokens: over the model's limit"),
 }
 
 _OPENAI_TYPES: Final[dict[str, tuple[str, str, str | None]]] = {
@@ -337,6 +386,17 @@ _OPENAI_TYPES: Final[dict[str, tuple[str, str, str | None]]] = {
     "invalid_request": ("invalid_request_error", "Invalid request.", None),
     "not_found": ("invalid_request_error", "Unknown request URL.", "unknown_url"),
     "method": ("invalid_request_error", "Method not allowed.", None),
+    "model_not_found": (
+        "invalid_request_error",
+        "The model does not exist or you do not have access to it.",
+        "model_not_found",
+    ),
+    # DeepSeek's answer to a max_tokens over its range: the code repeats the type.
+    "max_tokens_range": (
+        "invalid_request_error",
+        "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
+        "invalid_request_error",
+    ),
 }
 
 

@@ -17,6 +17,8 @@ from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
 
 DEMO_KEY_ENV = "CLAUDEX_DEMO_KEY"
 DEMO_KEY = "demo-key-not-a-secret-0000"
+OPENAI_DEMO_MODELS = ("grok-3-beta", "grok-3-mini")
+"""What the demo's OpenAI fake serves (it refuses other models, as x.ai would)."""
 
 # name, protocol, backups
 DEMO_PROVIDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -62,7 +64,7 @@ def demo_config_text(fakes: dict[str, FakeProvider], port: int) -> str:
         fake = fakes[name]
         provider_type = "DirectAnthropic" if protocol == "anthropic" else "OpenAICompatible"
         backup_list = ", ".join(f'"{b}"' for b in backups)
-        model = "claude-sonnet-4-5" if protocol == "anthropic" else "grok-3-beta"
+        model = "claude-sonnet-4-5" if protocol == "anthropic" else OPENAI_DEMO_MODELS[0]
         lines += [
             "[[profiles]]",
             f'name = "{name}"',
@@ -96,6 +98,9 @@ async def start_demo_world(port: int | None = None) -> DemoWorld:
     os.environ.setdefault(DEMO_KEY_ENV, DEMO_KEY)
     started = await start_fakes([(name, proto) for name, proto, _ in DEMO_PROVIDERS])  # type: ignore[misc]
     fakes = {f.name: f for f in started}
+    for fake in started:
+        if fake.protocol == "openai":
+            fake.models = OPENAI_DEMO_MODELS
     folder = tempfile.TemporaryDirectory(prefix="claudex-demo-")
     path = Path(folder.name) / "profiles.toml"
     chosen = port if port is not None else free_port(DEFAULT_PORT)
