@@ -47,17 +47,16 @@ def chain_advice(profiles: Sequence[Profile]) -> list[Advice]:
                 profile.name,
                 "default_model",
                 f"no default_model, and models maps no {', '.join(missing)}: Claude model names "
-                f"(claude-...) are never sent to an OpenAI-compatible provider, so a request for "
-                f"one would have no model to use here{role}; add default_model = \"<a model this "
-                f"provider serves>\", or map haiku, sonnet and opus in models",
+                f"(claude-...) are never sent to an OpenAI-compatible provider, so such a request "
+                f"would have no model here{role}; add default_model = \"<a model this provider "
+                f"serves>\" or map haiku, sonnet and opus in models",
             ))
         if profile.max_tokens is None:
             advice.append(Advice(
                 profile.name,
                 "max_tokens",
-                f"not set: Claude Code asks for 32,000-128,000 output tokens, and "
-                f"OpenAI-compatible providers often allow far fewer (8,192 is common) and refuse "
-                f"the request{role}; add max_tokens = <this provider's output limit>, "
-                f"e.g. max_tokens = 8192",
+                f"not set: Claude Code asks for 32,000-128,000 output tokens and such providers "
+                f"often refuse more than 8,192{role}; add max_tokens = <this provider's output "
+                f"limit>, e.g. max_tokens = 8192",
             ))
     return advice
