@@ -35,6 +35,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from claudex.demo import fake_replies as replies
+from claudex.demo import thinking_rules
 from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
 from claudex.demo.fake_replies import BadRequest, Protocol
@@ -123,6 +124,11 @@ class FakeProvider:
         """A larger max_tokens / max_completion_tokens is refused with 400 in the protocol's
         real wording (OpenAI: DeepSeek's "valid range of max_tokens is [1, N]"); None: the
         fakes' general limit `fake_replies.MAX_OUTPUT_TOKENS`."""
+        self.signing_key: bytes | None = (
+            thinking_rules.new_signing_key() if protocol == "anthropic" else None)
+        """Anthropic fakes keep Anthropic's thinking rules (`claudex.demo.thinking_rules`):
+        they sign the thinking they answer with this key and refuse thinking blocks they did
+        not sign. None: no thinking rules."""
         self.stream_delay_ms = stream_delay_ms
         """Pause between SSE events (0: the whole stream in one write)."""
         self.max_recorded = max_recorded
@@ -406,6 +412,7 @@ class FakeProvider:
                 needs_max_tokens=kind == "messages",
                 served_models=self.models if self.strict_models else None,
                 max_output_tokens=self.max_output_tokens,
+                signing_key=self.signing_key,
             )
         except BadRequest as error:
             return self._writer.error(error.kind, str(error))

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeGuard
 
+from claudex.demo import thinking_rules
 from claudex.demo.replies_anthropic import (
     anthropic_error,
     anthropic_message,
@@ -84,13 +85,16 @@ def plan_reply(
     needs_max_tokens: bool = True,
     served_models: Sequence[str] | None = None,
     max_output_tokens: int | None = None,
+    signing_key: bytes | None = None,
 ) -> Reply:
     """Decide the answer to a messages / chat request, or raise BadRequest.
 
     `served_models` (None: any name) is what the provider serves: an OpenAI-protocol provider
     refuses every other name, an Anthropic one any other that is not a `claude-` name (404).
     `max_output_tokens` (None: MAX_OUTPUT_TOKENS) is the model's output limit, refused in the
-    protocol's real wording (Anthropic's, or DeepSeek's range for an OpenAI provider)."""
+    protocol's real wording (Anthropic's, or DeepSeek's range for an OpenAI provider).
+    `signing_key` (Anthropic only; None: off) applies Anthropic's thinking rules
+    (`claudex.demo.thinking_rules`): thinking answers signed with it, foreign blocks refused."""
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     model = body.get("model")
@@ -106,6 +110,9 @@ def plan_reply(
     _check_shape(protocol, body)
     _check_model(protocol, model, served_models)
     _check_max_tokens(protocol, body, max_output_tokens)
+    key = signing_key if protocol == "anthropic" else None  # Anthropic's thinking rules
+    if key is not None and (refused := thinking_rules.refusal(body, key)) is not None:
+        raise BadRequest(refused)
     prompt = _last_user_text(messages[-1])
     tool_call = _tool_call(protocol, body, prompt, reply_id)
     words: tuple[str, ...] = ()
@@ -117,6 +124,8 @@ def plan_reply(
         words=words,
         tool_call=tool_call,
         input_tokens=max(1, body_size // 4),
+        thinking=None if key is None else thinking_rules.thinking_block(body, key, provider,
+                                                                        prompt),
     )
     _check_encodable(reply)
     return reply

@@ -15,9 +15,11 @@ _MODEL_CREATED_AT: Final = "2025-01-01T00:00:00Z"
 
 
 @lru_cache(maxsize=4096)
-def _anthropic_delta(delta_type: str, key: str, piece: str) -> bytes:
+def _anthropic_delta(delta_type: str, key: str, piece: str, index: int = 0) -> bytes:
     data = (
-        '{"type":"content_block_delta","index":0,"delta":{"type":"'
+        '{"type":"content_block_delta","index":'
+        + str(index)
+        + ',"delta":{"type":"'
         + delta_type
         + '","'
         + key
@@ -42,6 +44,8 @@ def anthropic_message(reply: Reply) -> dict[str, Any]:
                 "input": json.loads(call.arguments),
             }
         ]
+    if reply.thinking is not None:
+        content.insert(0, reply.thinking.as_block())
     return {
         "id": "msg_01" + reply.id,
         "type": "message",
@@ -70,14 +74,18 @@ def _sse(event: str, data: str) -> bytes:
 def anthropic_stream(reply: Reply) -> StreamParts:
     start = anthropic_message(reply)
     start.update(content=[], stop_reason=None, usage=_anthropic_usage(reply.input_tokens, 1))
+    # A thinking block comes first, as index 0; the answer's own block follows it.
+    thinking = _thinking_events(reply)
+    at = 1 if thinking else 0
     if reply.tool_call is None:
         block: dict[str, Any] = {"type": "text", "text": ""}
-        deltas = [_anthropic_delta("text_delta", "text", piece) for piece in reply.text_deltas]
+        deltas = [_anthropic_delta("text_delta", "text", piece, at)
+                  for piece in reply.text_deltas]
     else:
         call = reply.tool_call
         block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
         deltas = [
-            _anthropic_delta("input_json_delta", "partial_json", piece)
+            _anthropic_delta("input_json_delta", "partial_json", piece, at)
             for piece in reply.argument_deltas
         ]
     message_delta = {
@@ -94,19 +102,41 @@ def anthropic_stream(reply: Reply) -> StreamParts:
             _sse("ping", '{"type":"ping"}'),
         ],
         opening=[
+            *thinking,
             _sse(
                 "content_block_start",
-                dumps({"type": "content_block_start", "index": 0, "content_block": block}),
-            )
+                dumps({"type": "content_block_start", "index": at, "content_block": block}),
+            ),
         ],
         deltas=deltas,
         closing=[
-            _sse("content_block_stop", '{"type":"content_block_stop","index":0}'),
+            _sse("content_block_stop", f'{{"type":"content_block_stop","index":{at}}}'),
             _sse("message_delta", dumps(message_delta)),
             _sse("message_stop", '{"type":"message_stop"}'),
         ],
         error=_sse("error", dumps(anthropic_error("overloaded_error", "Overloaded"))),
     )
+
+
+def _thinking_events(reply: Reply) -> list[bytes]:
+    """A thinking block as the real API streams it: started empty, its text in thinking_delta,
+    its signature in one signature_delta; a redacted one arrives whole in its start."""
+    thinking = reply.thinking
+    if thinking is None:
+        return []
+    stop = _sse("content_block_stop", '{"type":"content_block_stop","index":0}')
+    if thinking.kind == "redacted_thinking":
+        start = {"type": "content_block_start", "index": 0, "content_block": thinking.as_block()}
+        return [_sse("content_block_start", dumps(start)), stop]
+    empty = {"type": "thinking", "thinking": "", "signature": ""}
+    events = [_sse("content_block_start",
+                   dumps({"type": "content_block_start", "index": 0, "content_block": empty}))]
+    if thinking.text:
+        events.append(_anthropic_delta("thinking_delta", "thinking", thinking.text))
+    # Uncached: every signature is new, and would only push the words out of the cache.
+    events.append(_anthropic_delta.__wrapped__("signature_delta", "signature", thinking.signed))
+    events.append(stop)
+    return events
 
 
 def anthropic_error(error_type: str, message: str) -> dict[str, Any]:

@@ -36,6 +36,21 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingBlock:
+    """The signed thinking an Anthropic answer starts with (`claudex.demo.thinking_rules`)."""
+
+    kind: str  # "thinking" or "redacted_thinking"
+    text: str
+    signed: str
+    """The `signature` of a thinking block, the `data` of a redacted one."""
+
+    def as_block(self) -> dict[str, str]:
+        if self.kind == "redacted_thinking":
+            return {"type": "redacted_thinking", "data": self.signed}
+        return {"type": "thinking", "thinking": self.text, "signature": self.signed}
+
+
+@dataclass(frozen=True, slots=True)
 class Reply:
     """What to answer, independent of the wire format."""
 
@@ -44,6 +59,8 @@ class Reply:
     words: tuple[str, ...]
     tool_call: ToolCall | None
     input_tokens: int
+    thinking: ThinkingBlock | None = None
+    """Anthropic answers only: the block the answer starts with."""
 
     @property
     def text(self) -> str:

@@ -26,6 +26,7 @@ from claudex.engine.health import HealthChecker
 from claudex.engine.request import ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
+from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
 from claudex.engine.transport import AiohttpTransport, Transport
 
@@ -58,6 +59,7 @@ class Engine:
         self.env = env
         self.events = EventBus()
         self.totals = GlobalStats()
+        self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(follow_redirects=False)

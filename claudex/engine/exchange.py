@@ -1,7 +1,8 @@
 """How one request is expressed to one provider and how its answer comes back.
 
 `Exchange` hides whether the client and the provider speak the same protocol. When they do,
-bodies pass through untouched (re-encoded only when the model or `max_tokens` changes) and a
+bodies pass through untouched (re-encoded only when the model or `max_tokens` changes, or when
+thinking blocks another provider signed are dropped: `claudex.providers.thinking`) and a
 stream is relayed byte for byte; when they differ, `claudex.providers.translate` rewrites the
 request, the answer, error bodies and the stream as it flows.
 """
@@ -10,16 +11,18 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials import AuthHeaders
 from claudex.engine.request import ProxyRequest
+from claudex.engine.signatures import SignatureMemory
 from claudex.providers import anthropic, openai
 from claudex.providers import translate as tr
 from claudex.providers.sse import TailScanner
+from claudex.providers.thinking import make_portable
 from claudex.providers.validation import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
@@ -42,11 +45,15 @@ class StreamCodec(Protocol):
 class _Relay:
     """Same protocol: bytes pass as they are; a tail scan notices the end or an error."""
 
-    def __init__(self, scanner: TailScanner) -> None:
+    def __init__(self, scanner: TailScanner,
+                 tap: Callable[[bytes], None] | None = None) -> None:
         self._scanner = scanner
+        self._tap = tap  # sees the bytes too: remembers thinking signatures (cheaply)
 
     def feed(self, chunk: bytes) -> bytes:
         self._scanner.feed(chunk)
+        if self._tap is not None:
+            self._tap(chunk)
         return chunk
 
     def finish(self) -> bytes:
@@ -137,6 +144,10 @@ class Exchange:
         self.translating = self.client != self.upstream
         self.model = map_model(profile, req.model, addressed)
         self._tool_names = tr.ToolNameMap()
+        # Who signed which thinking block (the engine's, set by the forwarder), and what
+        # making the conversation valid here changed ("dropped: thinking (signed by b)").
+        self.signatures: SignatureMemory | None = None
+        self.portable_notes: tuple[str, ...] = ()
 
     # -- request ---------------------------------------------------------------------------------
 
@@ -185,6 +196,7 @@ class Exchange:
                 log.debug("%s: not translated to %s: %s", profile.name, self.upstream,
                           ", ".join(translated.dropped))
             return _dumps(translated.body)
+        base = self._portable_body()
         changes: dict[str, Any] = {}
         if self.model is not None and self.model != req.model:
             changes["model"] = self.model
@@ -194,9 +206,23 @@ class Exchange:
                 value = req.body.get(key)
                 if isinstance(value, int) and value > cap:
                     changes[key] = cap
-        if not changes:
+        if not changes and base is None:
             return req.raw  # untouched: forward the client's bytes without re-encoding
-        return _dumps({**req.body, **changes})
+        return _dumps({**(req.body if base is None else base), **changes})
+
+    def _portable_body(self) -> dict[str, Any] | None:
+        """The conversation made valid for this Anthropic-protocol provider after others
+        served some of it (`claudex.providers.thinking`), or None when it can go as it is.
+        Lookups are skipped while no other provider signed anything."""
+        if self.upstream != "anthropic":
+            return None
+        name, memory = self.profile.name, self.signatures
+        signer = memory.signer if memory is not None and memory.signed_by_others(name) else None
+        portable = make_portable(self.req.body, target=name, model=self.model, signer=signer)
+        if portable is None:
+            return None
+        self.portable_notes = portable.notes
+        return portable.body if portable.changed(self.req.body) else None
 
     # -- answers ---------------------------------------------------------------------------------
 
@@ -204,6 +230,8 @@ class Exchange:
         """A successful JSON answer in the client's protocol. Raises ValueError when the
         upstream sent something that is not a JSON object."""
         if not self.translating:
+            if self.upstream == "anthropic" and self.signatures is not None:
+                self.signatures.remember_answer(self.profile.name, payload)
             return payload
         body = json.loads(payload)
         if not isinstance(body, dict):
@@ -219,9 +247,11 @@ class Exchange:
 
     def stream_codec(self) -> StreamCodec:
         if not self.translating:
-            scanner = (anthropic.tail_scanner() if self.upstream == "anthropic"
-                       else openai.tail_scanner())
-            return _Relay(scanner)
+            if self.upstream == "openai":
+                return _Relay(openai.tail_scanner())
+            memory = self.signatures
+            return _Relay(anthropic.tail_scanner(),
+                          memory.tap(self.profile.name) if memory is not None else None)
         if self.client == "anthropic":
             return tr.OpenAIToAnthropicStream(tool_names=self._tool_names, model=self.model)
         return tr.AnthropicToOpenAIStream(

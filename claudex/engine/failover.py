@@ -32,6 +32,7 @@ from claudex.engine.ledger import Ledger, Trail
 from claudex.engine.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER
+from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
 from claudex.engine.streaming import open_stream
 from claudex.engine.transport import Transport
@@ -53,6 +54,7 @@ class EngineCore(Protocol):
     rand: Callable[[], float]
     events: EventBus
     totals: GlobalStats
+    signatures: SignatureMemory
 
     def escalate(self, sentence: str) -> None: ...
 
@@ -142,6 +144,7 @@ class Forwarder:
             tried += 1
             ledger = Ledger(rt, permit, trail, core.clock, core.wall)
             exchange = Exchange(req, rt.profile, addressed=name == addressed.name)
+            exchange.signatures = core.signatures
             try:
                 result = await self._serve(ledger, exchange)
             finally:
