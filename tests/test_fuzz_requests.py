@@ -170,6 +170,9 @@ ANTHROPIC_RICH: dict[str, Any] = {
              "content": [{"type": "text", "text": "sunny"}]},
             {"type": "text", "text": "thanks"},
         ]},
+        # A system turn, where Claude Code puts its environment and reminders.
+        {"role": "system", "content": [{"type": "text", "text": "Working directory: /tmp",
+                                        "cache_control": {"type": "ephemeral"}}]},
     ],
     "tools": [{"name": "get_weather", "description": "Weather", "input_schema": WEATHER_SCHEMA}],
     "tool_choice": {"type": "auto"},
@@ -545,6 +548,10 @@ DEEP_ANTHROPIC: dict[str, tuple[Mutation, str]] = {
                                       "tool_choice.name"),
     "stop sequence number": (setter("stop_sequences", 0, value=1), "stop_sequences.0"),
     "user_id number": (setter("metadata", "user_id", value=1), "metadata.user_id"),
+    "system turn content number": (setter("messages", 3, "content", value=1),
+                                   "messages.3.content"),
+    "system turn block without type": (deleter("messages", 3, "content", 0, "type"),
+                                       "messages.3.content.0.type"),
 }
 DEEP_OPENAI: dict[str, tuple[Mutation, str]] = {
     "message not an object": (setter("messages", 1, value=["hi"]), "messages[1]"),
