@@ -2,7 +2,9 @@
 
 Pure functions and incremental stream state machines; no I/O. A request translated one way
 returns a `Translated` whose `tool_names` turns shortened tool names back in the answer; its
-`dropped` names what the target could not take (the caller logs it in one debug line).
+`dropped` names what the target could not take, with the short names of the two tables in
+`claudex.providers.translate.drops` ("thinking", "cache_control", ...; `drops.listed` tells a
+table name from a client's own key, e.g. for a metrics label).
 """
 
 from __future__ import annotations
