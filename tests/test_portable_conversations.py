@@ -146,7 +146,7 @@ async def test_back_at_the_first_provider_after_an_anthropic_backup(world: Any,
 
     a.set_fault("down")
     for stream in (False, True):
-        served, content = await session.turn(stream=stream)
+        served, _ = await session.turn(stream=stream)
         assert served == "b"
     # What b received never held a's block: b would have refused it.
     assert all(block.get("signature") != first[0]["signature"]
@@ -184,7 +184,7 @@ async def test_back_at_the_first_provider_after_an_anthropic_backup(world: Any,
 
 
 async def test_back_at_the_first_provider_after_an_openai_backup(world: Any) -> None:
-    proxy, a, c = await world("openai", "claude-opus-4-6")
+    proxy, a, _ = await world("openai", "claude-opus-4-6")
     session = Session(proxy.client, "claude-opus-4-6")
     served, first = await session.turn(stream=False)
     assert served == "a" and first[0]["type"] == "thinking"
