@@ -1,4 +1,5 @@
-"""The control routes of a fake provider: `GET /_fake/state`, `POST /_fake/fault`,
+"""The control routes of a fake provider: `GET /_fake/state`, `GET /_fake/requests` (every
+request recorded, credentials masked, with the status answered), `POST /_fake/fault`,
 `POST /_fake/reset`, and `POST /_fake/echo_key` (`{"on": true}`: error answers quote the
 credential the request presented, for tests that claudex never passes a secret on).
 
@@ -24,6 +25,8 @@ async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.
     path, method = request.path, request.method
     if path == "/_fake/state" and method == "GET":
         return web.json_response(fake.state())
+    if path == "/_fake/requests" and method == "GET":
+        return web.json_response({"requests": [r.summary() for r in fake.requests]})
     if path == "/_fake/reset" and method == "POST":
         fake.faults = FaultState()
         fake.reset_log()

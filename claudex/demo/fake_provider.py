@@ -9,9 +9,13 @@ Routes:
     anthropic   POST /v1/messages (JSON, or SSE with "stream": true)
                 POST /v1/messages/count_tokens, GET /v1/models
     openai      POST /v1/chat/completions (JSON or SSE), GET /v1/models
-    control     GET /_fake/state, POST /_fake/fault {"mode": ..., ...}, POST /_fake/reset
+    control     GET /_fake/state, GET /_fake/requests, POST /_fake/fault {"mode": ..., ...},
+                POST /_fake/reset
 
-Every request except the control routes is recorded in `requests` (header names lowercased).
+Every request except the control routes is recorded in `requests` (header names lowercased),
+with the status it was answered with. Like the real APIs, a fake refuses a model it does not
+serve (404; `models`, and for Anthropic any `claude-` name; `strict_models=False` serves any)
+and a max_tokens over `max_output_tokens` (400, in the API's own words).
 Control routes ignore faults; while "down" nothing is reachable, so a fault set from another process
 should carry `duration_s` if it is to end by itself.
 
@@ -370,7 +374,16 @@ class FakeProvider:
         headers = {name.lower(): value for name, value in request.headers.items()}
         raw = await request.read() if request.body_exists else b""
         body = parse_json_body(raw)
-        self._record(request, headers, body)
+        record = self._record(request, headers, body)
+        response = await self._answer(request, faults, headers, raw, body)
+        if record is not None:
+            # A dropped connection had its transport taken away; a stream's status went first.
+            answered = response.prepared or request.transport is not None
+            record.status = response.status if answered else None
+        return response
+
+    async def _answer(self, request: web.BaseRequest, faults: FaultState,
+                      headers: dict[str, str], raw: bytes, body: Any) -> web.StreamResponse:
         route = self._routes.get(request.path)
         if route is None:
             message = f"Unknown request URL: {request.method} {request.path}."
@@ -424,19 +437,21 @@ class FakeProvider:
             return self._writer.json(200, replies.anthropic_message(reply))
         return self._writer.json(200, replies.openai_completion(reply, int(time.time())))
 
-    def _record(self, request: web.BaseRequest, headers: dict[str, str], body: Any) -> None:
+    def _record(
+        self, request: web.BaseRequest, headers: dict[str, str], body: Any
+    ) -> RecordedRequest | None:
         self._request_count += 1
         if self._arrival is not None:
             if not self._arrival.done():
                 self._arrival.set_result(None)
             self._arrival = None
         if self.max_recorded <= 0:
-            return
-        self.requests.append(
-            RecordedRequest(request.method, request.path, headers, body, time.monotonic())
-        )
+            return None
+        record = RecordedRequest(request.method, request.path, headers, body, time.monotonic())
+        self.requests.append(record)
         if len(self.requests) > self.max_recorded:
             del self.requests[: len(self.requests) - self.max_recorded // 2]
+        return record
 
 
 async def start_fakes(

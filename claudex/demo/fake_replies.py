@@ -8,6 +8,8 @@ Two knobs in the last user message change it:
     "events:N"   the answer has N words, streamed as N text deltas (benchmarks of long streams)
     "use tool"   when the request offers tools, answer with a call of the first tool (or of the
                  tool named right after: "use tool get_weather"); a forced tool_choice does too
+A conversation whose first user message carries `claudex-e2e:TOKEN` follows the script written
+there instead (`claudex.demo.scripted`: Claude Code's real tool loop, end to end).
 
 The wire formats are `claudex.demo.replies_anthropic` and `claudex.demo.replies_openai` (their
 builders stay importable from here), over the `Reply` of `claudex.demo.replies_common`.
@@ -19,7 +21,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypeGuard
 
-from claudex.demo import thinking_rules
+from claudex.demo import scripted, thinking_rules
 from claudex.demo.replies_anthropic import (
     anthropic_error,
     anthropic_message,
@@ -114,10 +116,11 @@ def plan_reply(
     if key is not None and (refused := thinking_rules.refusal(body, key)) is not None:
         raise BadRequest(refused)
     prompt = _last_user_text(messages[-1])
-    tool_call = _tool_call(protocol, body, prompt, reply_id)
+    step = scripted.next_step(protocol, body, reply_id)  # a claudex-e2e script, if any
+    tool_call = _tool_call(protocol, body, prompt, reply_id) if step is None else step.tool_call
     words: tuple[str, ...] = ()
     if tool_call is None:
-        words = _words(provider, model, prompt)
+        words = _words(provider, model, prompt) if step is None else step.words
     reply = Reply(
         id=reply_id,
         model=model,

@@ -44,10 +44,11 @@ def presented_tokens(headers: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(tokens)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RecordedRequest:
-    """One request as received. `headers` has lowercased names and real values (tests compare
-    them); `repr` masks credentials so a failing assertion does not print a secret."""
+    """One request as received, and the status it was answered with. `headers` has lowercased
+    names and real values (tests compare them); `repr` masks credentials so a failing assertion
+    does not print a secret."""
 
     method: str
     path: str
@@ -56,6 +57,9 @@ class RecordedRequest:
     """The parsed JSON body, or None (no body, or not JSON)."""
     time: float
     """`time.monotonic()` when the request arrived."""
+    status: int | None = None
+    """The status answered (a stream's is sent first); None while the answer is being made, or
+    when the connection was dropped without one. Set by the fake that recorded the request."""
 
     def __repr__(self) -> str:
         return (
@@ -71,6 +75,7 @@ class RecordedRequest:
             "headers": masked_headers(self.headers),
             "json": self.json,
             "time": self.time,
+            "status": self.status,
         }
 
 
