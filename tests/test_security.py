@@ -568,7 +568,9 @@ async def drive_traffic(url: str, world: World) -> Traffic:
     inline, envkey, oauth = world.fakes["inline"], world.fakes["envkey"], world.fakes["oauth"]
     seen: list[str] = []
     sent = 0
-    too_many_tokens = {**anthropic_body(), "max_tokens": 200_000}  # the provider refuses it
+    # A block without a type: the provider refuses it (claudex does not look inside a
+    # conversation it forwards unchanged).
+    untyped_block = {**anthropic_body(), "messages": [{"role": "user", "content": [{"text": "x"}]}]}
     async with httpx.AsyncClient(base_url=url, timeout=20.0) as client:
 
         async def send(path: str, body: dict[str, Any], expected: int) -> httpx.Response:
@@ -603,16 +605,22 @@ async def drive_traffic(url: str, world: World) -> Traffic:
         inline.set_fault("401")
         envkey.set_fault("500")
         resp = await send("/proxy/inline/v1/messages", anthropic_body(), 502)
-        assert "invalid x-api-key" in resp.text  # the upstream's words, its key masked
+        # claudex's words for a refused key, not the upstream's: Claude Code reads "invalid
+        # x-api-key" as its own login having failed.
+        listed = {a["provider"]: a["message"] for a in resp.json()["error"]["attempts"]}
+        assert listed["inline"] == "the provider refused the credentials of claudex profile " \
+            "'inline' (401)"
+        assert "invalid x-api-key" in listed["envkey"]  # a server error's words, key masked
         await send("/proxy/envkey/v1/chat/completions", openai_body(), 502)
         inline.set_fault("ok")
         envkey.set_fault("ok")
         # The client's own mistakes, passed through with the provider's words.
-        resp = await send("/proxy/inline/v1/messages", too_many_tokens, 400)
+        resp = await send("/proxy/inline/v1/messages", untyped_block, 400)
         assert resp.headers["x-claudex-provider"] == "inline"
         assert "invalid x-api-key" in resp.text
         resp = await send("/proxy/envkey/v1/chat/completions",
-                          {**openai_body(), "max_tokens": 200_000}, 400)
+                          {**openai_body(), "messages": [{"role": "user", "content": [{}]}]},
+                          400)
         assert "invalid x-api-key" in resp.text
         # OAuth: the provider refuses the file's token; claudex refreshes and retries.
         oauth.faults.valid_tokens = {NEW_ACCESS.value}

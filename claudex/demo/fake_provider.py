@@ -447,7 +447,8 @@ class FakeProvider:
             self._arrival = None
         if self.max_recorded <= 0:
             return None
-        record = RecordedRequest(request.method, request.path, headers, body, time.monotonic())
+        record = RecordedRequest(request.method, request.path, headers, body, time.monotonic(),
+                                 request.query_string)
         self.requests.append(record)
         if len(self.requests) > self.max_recorded:
             del self.requests[: len(self.requests) - self.max_recorded // 2]

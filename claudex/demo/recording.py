@@ -57,6 +57,8 @@ class RecordedRequest:
     """The parsed JSON body, or None (no body, or not JSON)."""
     time: float
     """`time.monotonic()` when the request arrived."""
+    query: str = ""
+    """The query string as received (`beta=true`), without the `?`."""
     status: int | None = None
     """The status answered (a stream's is sent first); None while the answer is being made, or
     when the connection was dropped without one. Set by the fake that recorded the request."""

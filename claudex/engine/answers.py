@@ -66,12 +66,25 @@ def tag(result: ForwardResult) -> ForwardResult:
     return result
 
 
+# An upstream's own words for a refused key ("invalid x-api-key") make Claude Code tell its user
+# "Not logged in · Please run /login", although it is a claudex profile's key that is wrong: the
+# client hears claudex's sentence; the upstream's words stay in the log, status and events.
+_CREDENTIAL_OUTCOMES = frozenset({"auth_error", "needs_login", "token_expired"})
+
+
+def _client_message(attempt: Attempt) -> str:
+    if attempt.outcome in _CREDENTIAL_OUTCOMES:
+        status = f" ({attempt.status})" if attempt.status is not None else ""
+        return (f"the provider refused the credentials of claudex profile "
+                f"{attempt.provider!r}{status}")
+    return SCRUBBER.text(attempt.message) if attempt.message else attempt.message
+
+
 def error_result(req: ProxyRequest, status: int, message: str, attempts: list[Attempt],
                  retry_after: float | None = None) -> ForwardResult:
     listed = [a.to_json() for a in attempts]
-    for entry in listed:
-        if entry["message"]:
-            entry["message"] = SCRUBBER.text(entry["message"])
+    for entry, attempt in zip(listed, attempts, strict=True):
+        entry["message"] = _client_message(attempt)
     message = SCRUBBER.text(message)
     if req.protocol == "anthropic":
         body = anthropic.error_body(status, message, attempts=listed)
@@ -92,7 +105,8 @@ def all_failed(req: ProxyRequest, trail: Trail) -> tuple[ForwardResult, str]:
         f.attempt.outcome in ("rate_limited", "cooling_down") for f in relevant
     )
     # Scrubbed here too: the sentence is also logged and published as an escalation.
-    sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited))
+    sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,
+                                                 failover=req.failover))
     if rate_limited:
         waits = [f.retry_after for f in relevant if f.retry_after is not None]
         retry_after = min(waits) if waits else 1.0

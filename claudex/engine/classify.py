@@ -7,6 +7,8 @@ The tree of outcomes (DESIGN.md, failure table)::
     ├── OK                 2xx
     ├── CLIENT_ERROR       400 404 409 413 422 and other 4xx: the client's request;
     │                      returned unchanged
+    ├── TOKEN_LIMIT        a 400 stating the provider's max_tokens range: retry once at that
+    │                      cap (remembered), then fail over; not a breaker failure
     ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over;
     │                      not a breaker failure
     ├── AUTH_ERROR         401/403 (api-key profile): fail over; breaker failure; status "auth"
@@ -32,6 +34,8 @@ from enum import StrEnum
 import aiohttp
 import httpx
 
+from claudex.providers.limits import stated_max_tokens
+
 
 class Outcome(StrEnum):
     OK = "ok"
@@ -44,6 +48,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"
     DISCONNECTED = "disconnected"
     STREAM_ERROR = "stream_error"
+    TOKEN_LIMIT = "max_tokens_limit"
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class Disposition:
 DISPOSITIONS: dict[Outcome, Disposition] = {
     Outcome.OK: Disposition(retry_same=False, failover=False, breaker_failure=False),
     Outcome.CLIENT_ERROR: Disposition(retry_same=False, failover=False, breaker_failure=False),
+    Outcome.TOKEN_LIMIT: Disposition(retry_same=True, failover=True, breaker_failure=False),
     Outcome.RATE_LIMITED: Disposition(retry_same=True, failover=True, breaker_failure=False),
     Outcome.AUTH_ERROR: Disposition(retry_same=False, failover=True, breaker_failure=True),
     Outcome.TOKEN_EXPIRED: Disposition(retry_same=True, failover=True, breaker_failure=True),
@@ -83,6 +89,14 @@ def classify_status(status: int, *, oauth: bool = False) -> Outcome:
         return Outcome.CLIENT_ERROR
     # 1xx/3xx: a proxy should never see these from an API; treat as a broken upstream.
     return Outcome.SERVER_ERROR
+
+
+def stated_token_limit(outcome: Outcome, status: int, message: str) -> int | None:
+    """For a client error whose message states the provider's max_tokens range: the largest
+    value it accepts (`Outcome.TOKEN_LIMIT`); None for every other answer."""
+    if outcome is not Outcome.CLIENT_ERROR or status != 400:
+        return None
+    return stated_max_tokens(message)
 
 
 def map_transport_error(exc: BaseException) -> tuple[Outcome, str]:
@@ -142,5 +156,6 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.TIMEOUT: "timed out",
         Outcome.DISCONNECTED: "disconnected",
         Outcome.STREAM_ERROR: "stream failed",
+        Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
     }[outcome]
     return f"{words} ({status})" if status is not None else words

@@ -151,13 +151,14 @@ class Engine:
                 await aclose()  # settles the breaker permit of a stream left unfinished
 
     def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float) -> None:
-        trail = " -> ".join(
-            f"{a.provider} {a.status if a.status is not None else a.outcome}"
-            for a in result.attempts
-        )
+        trail = " -> ".join(a.label() for a in result.attempts)
         model = req.model or "-"
         message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
                    f"{result.status} [{trail}] {ms:.1f} ms")
+        if result.dropped:
+            message += f" dropped: {', '.join(result.dropped)}"
+        if result.notes:
+            message += f" ({'; '.join(result.notes)})"
         log.debug("request %s", message)
         if self.events.wants("request"):
             self.events.publish(Event("request", message, result.provider, {
@@ -171,6 +172,8 @@ class Engine:
                 "latency_ms": round(ms, 2),
                 "attempts": [_scrubbed_attempt(a.to_json()) for a in result.attempts],
                 "trail": trail,
+                "dropped": list(result.dropped),
+                "notes": list(result.notes),
             }))
 
     async def check_health_now(self) -> None:

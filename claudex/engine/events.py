@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown"]
+EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
+                    "limit"]
 
 
 @dataclass(frozen=True)

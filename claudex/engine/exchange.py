@@ -13,7 +13,9 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
+from urllib.parse import urlencode
 
+from claudex import __version__
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials import AuthHeaders
@@ -68,9 +70,22 @@ class _Relay:
         return "upstream sent an error mid-stream" if self._scanner.saw_error else None
 
 
-def map_model(profile: Profile, requested: str | None, addressed: bool) -> str | None:
-    """A request keeps its model at the profile it addressed unless that profile maps it;
-    at a backup it takes the backup's mapping or default model."""
+def is_claude_model(model: str) -> bool:
+    return model.lower().startswith("claude-")
+
+
+def map_model(profile: Profile, requested: str | None, addressed: bool,
+              aliases: Mapping[str, str] | None = None, *,
+              client: WireProtocol = "anthropic") -> str | None:
+    """The model sent to `profile` (DESIGN.md "Models"), in order: `model_aliases`; the
+    profile's `models` (an exact key, else a family key contained in the name); at the profile
+    the request addressed, when it speaks the client's protocol (or the name came from an
+    alias), the requested model; anywhere
+    else — a backup, or a profile reached through translation, so never a Claude model name
+    at a provider that does not speak Anthropic — `default_model`, else the requested model."""
+    aliased = False
+    if requested and aliases and requested in aliases:
+        requested, aliased = aliases[requested], True
     if requested:
         mapped = profile.models.get(requested)
         if mapped:
@@ -79,7 +94,10 @@ def map_model(profile: Profile, requested: str | None, addressed: bool) -> str |
         for family, target in profile.models.items():
             if family.lower() in lower:
                 return target
-        if addressed:
+        foreign_claude = profile.protocol != "anthropic" and is_claude_model(requested)
+        # An alias names a model on purpose: it is kept like the client's own choice.
+        chosen = addressed and (aliased or profile.protocol == client)
+        if chosen and not foreign_claude:
             return requested
     return profile.default_model or requested
 
@@ -95,13 +113,37 @@ def merge_beta(*values: str | None) -> str | None:
     return ",".join(seen) or None
 
 
+# Never carried from the client to an upstream (DESIGN.md "Headers"): hop-by-hop headers, the
+# ones the proxy sets itself, and `accept-encoding` — the upstream's encoding must be one the
+# proxy can decode, so aiohttp negotiates its own.
+_NOT_FORWARDED = frozenset({
+    "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "host",
+    "content-length", "content-type", "accept-encoding", "authorization", "x-api-key",
+    "proxy-authorization", "proxy-authenticate", "proxy-connection",
+})
+_CREDENTIALS = ("authorization", "x-api-key")
+USER_AGENT = f"claudex/{__version__}"
+
+
+def client_headers_to_forward(client: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers a same-protocol upstream gets: all but hop-by-hop ones, `host`,
+    `content-length`, credentials and `x-claudex-*` (names arrive lowercased from ASGI)."""
+    return {k: v for k, v in client.items()
+            if k not in _NOT_FORWARDED and not k.startswith(("x-claudex-", "proxy-"))}
+
+
 def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
-                     client: Mapping[str, str] | None = None) -> dict[str, str]:
+                     client: Mapping[str, str] | None = None,
+                     forward: bool = False) -> dict[str, str]:
     """Protocol, credential and custom headers for a request to `profile` — forwarded requests
-    and health probes alike. `client` holds the headers worth carrying over from an
-    Anthropic-protocol client (version, beta, and its credentials for passthrough profiles)."""
+    and health probes alike. `client` holds the client's headers: with `forward` (the
+    same-protocol path) they are carried over (`client_headers_to_forward`), the client's
+    `user-agent` included; otherwise only its credentials are read, for passthrough profiles,
+    and `anthropic-version`/`-beta` between Anthropic-protocol ends."""
     client = client or {}
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = {"user-agent": USER_AGENT}
+    if forward:
+        headers.update(client_headers_to_forward(client))
     if profile.protocol == "anthropic":
         headers["anthropic-version"] = client.get("anthropic-version") or \
             anthropic.DEFAULT_VERSION
@@ -109,7 +151,7 @@ def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
         if beta:
             headers["anthropic-beta"] = beta
     if profile.auth_type == "passthrough":
-        for key in ("authorization", "x-api-key"):
+        for key in _CREDENTIALS:
             value = client.get(key)
             if value:
                 headers[key] = value
@@ -130,24 +172,36 @@ def _dumps(value: Any) -> bytes:
 
 
 def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k in ("authorization", "x-api-key") if (v := headers.get(k))}
+    return {k: v for k in _CREDENTIALS if (v := headers.get(k))}
+
+
+def with_query(url: str, *queries: str) -> str:
+    joined = "&".join(q for q in queries if q)
+    return f"{url}?{joined}" if joined else url
 
 
 class Exchange:
     """One request at one provider: body out, answer back, in the client's protocol."""
 
-    def __init__(self, req: ProxyRequest, profile: Profile, *, addressed: bool) -> None:
+    def __init__(self, req: ProxyRequest, profile: Profile, *, addressed: bool,
+                 aliases: Mapping[str, str] | None = None,
+                 max_tokens_cap: int | None = None) -> None:
         self.req = req
         self.profile = profile
         self.client: WireProtocol = req.protocol
         self.upstream: WireProtocol = profile.protocol
         self.translating = self.client != self.upstream
-        self.model = map_model(profile, req.model, addressed)
+        self.model = map_model(profile, req.model, addressed, aliases, client=req.protocol)
+        # The profile's `max_tokens`, or a lower limit the provider stated in a 400.
+        self.max_tokens_cap = max_tokens_cap
         self._tool_names = tr.ToolNameMap()
+        # What the body sent upstream leaves out of the client's request, by short name.
+        self.dropped: tuple[str, ...] = ()
         # Who signed which thinking block (the engine's, set by the forwarder), and what
         # making the conversation valid here changed ("dropped: thinking (signed by b)").
         self.signatures: SignatureMemory | None = None
         self.portable_notes: tuple[str, ...] = ()
+        self._query = urlencode(dict(profile.query_params)) if profile.query_params else ""
 
     # -- request ---------------------------------------------------------------------------------
 
@@ -158,15 +212,21 @@ class Exchange:
             headers["accept"] = "text/event-stream"
         # anthropic-version/-beta are carried over only between Anthropic-protocol ends; the
         # client's credentials only to a passthrough profile (upstream_headers decides).
-        client = req.headers if req.protocol == "anthropic" else _credentials_only(req.headers)
-        headers.update(upstream_headers(self.profile, auth, client=client))
+        client = _credentials_only(req.headers) if self.translating else req.headers
+        headers.update(upstream_headers(self.profile, auth, client=client,
+                                        forward=not self.translating))
         return headers
 
     def url(self) -> str:
+        """The upstream URL: the client's query string rides along on the same-protocol path
+        (Claude Code's `?beta=true`); the profile's `query_params` always (Azure's
+        `api-version`)."""
         if self.upstream == "anthropic":
-            return anthropic.messages_url(self.profile.base_url,
-                                          self.req.endpoint == "count_tokens")
-        return openai.chat_url(self.profile.base_url)
+            url = anthropic.messages_url(self.profile.base_url,
+                                         self.req.endpoint == "count_tokens")
+        else:
+            url = openai.chat_url(self.profile.base_url)
+        return with_query(url, "" if self.translating else self.req.query, self._query)
 
     def body(self) -> bytes:
         """The request body for this provider. Raises InvalidRequest when the client's request
@@ -190,17 +250,21 @@ class Exchange:
         if self.translating:
             convert = (tr.anthropic_to_openai_request if self.client == "anthropic"
                        else tr.openai_to_anthropic_request)
-            translated = convert(req.body, model=self.model, max_tokens_cap=profile.max_tokens)
+            translated = convert(req.body, model=self.model, max_tokens_cap=self.max_tokens_cap)
             self._tool_names = translated.tool_names
+            self.dropped = translated.dropped + self._strip(translated.body)
             if translated.dropped and log.isEnabledFor(logging.DEBUG):
                 log.debug("%s: not translated to %s: %s", profile.name, self.upstream,
                           ", ".join(translated.dropped))
             return _dumps(translated.body)
         base = self._portable_body()
+        if profile.strip_params and any(k in req.body for k in profile.strip_params):
+            base = dict(req.body if base is None else base)
+            self.dropped += self._strip(base)
         changes: dict[str, Any] = {}
         if self.model is not None and self.model != req.model:
             changes["model"] = self.model
-        cap = profile.max_tokens
+        cap = self.max_tokens_cap
         if cap is not None and req.endpoint != "count_tokens":
             for key in ("max_tokens", "max_completion_tokens"):
                 value = req.body.get(key)
@@ -209,6 +273,14 @@ class Exchange:
         if not changes and base is None:
             return req.raw  # untouched: forward the client's bytes without re-encoding
         return _dumps({**(req.body if base is None else base), **changes})
+
+    def _strip(self, body: dict[str, Any]) -> tuple[str, ...]:
+        """Remove the profile's `strip_params` (Claudex's key: parameters a provider refuses,
+        such as `temperature` at the ChatGPT backend) from `body`; returns what went."""
+        gone = tuple(key for key in self.profile.strip_params if key in body)
+        for key in gone:
+            del body[key]
+        return gone
 
     def _portable_body(self) -> dict[str, Any] | None:
         """The conversation made valid for this Anthropic-protocol provider after others

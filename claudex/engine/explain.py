@@ -14,7 +14,15 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(unique[:-1]) + " and " + unique[-1]
 
 
-def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool) -> str:
+def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool,
+                        failover: bool = True) -> str:
+    # A client that pinned the request to one profile had no backup asked at all.
+    no_backup = ("and no backup could serve the request" if failover
+                 else "(x-claudex-failover: off, so no backup was tried)")
+    return _sentence(attempts, rate_limited=rate_limited, no_backup=no_backup)
+
+
+def _sentence(attempts: Sequence[Attempt], *, rate_limited: bool, no_backup: str) -> str:
     if not attempts:
         return "No provider could serve the request."
     if rate_limited:
@@ -38,22 +46,21 @@ def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool) -> s
     who = _names(same)
     outcome = last.outcome
     if outcome == "connect_error":
-        return (f"Could not connect to {who} ({last.message}) and no backup could serve the "
-                "request; check that the provider is reachable.")
+        return (f"Could not connect to {who} ({last.message}) {no_backup}; check that the "
+                "provider is reachable.")
     if outcome == "timeout":
-        return f"{who} did not answer in time and no backup could serve the request."
+        return f"{who} did not answer in time {no_backup}."
     if outcome == "server_error":
-        return (f"{who} returned server errors (last: {last.status}) and no backup could serve "
-                "the request; the provider may be overloaded or down.")
+        return (f"{who} returned server errors (last: {last.status}) {no_backup}; the provider "
+                "may be overloaded or down.")
     if outcome == "auth_error":
-        return (f"{who} rejected the credentials ({last.status}); check the API key "
-                "configured for it.")
+        return (f"{who} rejected the credentials claudex sent ({last.status}); check the key "
+                f"configured for that claudex profile (`claudex check`).")
     if outcome == "needs_login":
         return (f"{who} needs a new login: the OAuth token was rejected and could not be "
                 "refreshed.")
     if outcome in ("stream_error", "disconnected"):
-        return (f"{who} dropped the connection before answering and no backup could serve "
-                "the request.")
+        return f"{who} dropped the connection before answering {no_backup}."
     if outcome == "credentials":
         return f"Could not get credentials for {who}: {last.message}."
     return f"Every provider failed; the last, {last.provider}, reported {outcome} ({last.message})."

@@ -23,7 +23,12 @@ from claudex.engine.answers import (
     tag,
 )
 from claudex.engine.breaker import BreakerState
-from claudex.engine.classify import Outcome, classify_status, map_transport_error
+from claudex.engine.classify import (
+    Outcome,
+    classify_status,
+    map_transport_error,
+    stated_token_limit,
+)
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import CredentialError
 from claudex.engine.events import Event, EventBus
@@ -143,13 +148,20 @@ class Forwarder:
                 continue
             tried += 1
             ledger = Ledger(rt, permit, trail, core.clock, core.wall)
-            exchange = Exchange(req, rt.profile, addressed=name == addressed.name)
+            exchange = Exchange(req, rt.profile, addressed=name == addressed.name,
+                                aliases=core.config.model_aliases)
+            exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
             exchange.signatures = core.signatures
             try:
                 result = await self._serve(ledger, exchange)
             finally:
                 ledger.release()  # a no-op once settled; covers cancellation mid-attempt
             if result is not None:
+                if result.provider is not None:
+                    result.notes = exchange.portable_notes
+                    if exchange.dropped:
+                        result.dropped = exchange.dropped
+                        rt.stats.count_dropped(exchange.dropped)
                 served = [a for a in trail.attempts if not a.skipped]
                 if len({a.provider for a in served}) > 1 or trail.attempts[0].provider != name:
                     core.totals.failovers += 1
@@ -186,6 +198,7 @@ class Forwarder:
             return None
         url = exchange.url()
         refreshed = False
+        capped_retry = False
         retry_number = 0
         while True:
             try:
@@ -242,8 +255,22 @@ class Forwarder:
             payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
             message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
                        else openai.error_message(payload))
+            limit = stated_token_limit(outcome, status, message)
+            if limit is not None and req.endpoint != "count_tokens":
+                outcome = Outcome.TOKEN_LIMIT
             attempt = Attempt(profile.name, outcome.value, status, message,
                               ledger.ms_since(started))
+            if outcome is Outcome.TOKEN_LIMIT and limit is not None:
+                if capped_retry or limit == exchange.max_tokens_cap:
+                    # Already at the stated limit and still refused: let a backup try.
+                    ledger.trail.skip(attempt)
+                    ledger.release()
+                    return None
+                capped_retry = True
+                ledger.note(attempt)
+                self._learn_token_limit(rt, exchange, limit)
+                body = exchange.body()
+                continue
             if outcome is Outcome.CLIENT_ERROR:
                 rt.stats.client_errors += 1
                 rt.stats.last_status = status
@@ -285,6 +312,19 @@ class Forwarder:
                 rt.health.auth_failing = True
             ledger.fail(attempt)
             return None
+
+    def _learn_token_limit(self, rt: ProviderRuntime, exchange: Exchange, limit: int) -> None:
+        """Remember the limit the provider stated, so the next request is capped before it is
+        sent; one event and one log line, only when the limit is new."""
+        if rt.token_limits.get(exchange.model or "") != limit:
+            rt.learn_token_limit(exchange.model, limit)
+            self.core.events.publish(Event(
+                "limit", f"{rt.name}: max_tokens capped at {limit} for "
+                f"{exchange.model or 'its model'} (the provider's stated limit)", rt.name,
+                {"model": exchange.model, "max_tokens": limit}))
+            log.info("%s: max_tokens capped at %d for %s (the provider's stated limit)",
+                     rt.name, limit, exchange.model or "its model")
+        exchange.max_tokens_cap = min(limit, exchange.max_tokens_cap or limit)
 
     def _local_token_estimate(self, req: ProxyRequest, provider: str,
                               attempts: list[Attempt]) -> ForwardResult:

@@ -20,6 +20,7 @@ class ProxyRequest:
     headers: Mapping[str, str]         # the client's headers (case-insensitive mapping)
     profile: str | None = None         # the addressed profile; None = the default profile
     failover: bool = True
+    query: str = ""                    # the client's query string (`beta=true`), undecoded
 
     @property
     def stream(self) -> bool:
@@ -45,10 +46,17 @@ class Attempt:
 
     def token(self) -> str:
         """The compact form used in the `x-claudex-attempts` header."""
-        if self.status is not None and (self.outcome in ("ok", "client_error") or
-                                        self.outcome not in _NAMED_EVEN_WITH_STATUS):
-            return f"{self.provider}:{self.status}"
-        return f"{self.provider}:{self.outcome}"
+        return f"{self.provider}:{self._result()}"
+
+    def label(self) -> str:
+        """The form used in log lines and the console's trail: `grok 503`, `anth stream_error`."""
+        return f"{self.provider} {self._result()}"
+
+    def _result(self) -> str:
+        # A stream that died before content answered 200 first: its status says nothing.
+        if self.status is not None and self.outcome not in _NAMED_EVEN_WITH_STATUS:
+            return str(self.status)
+        return self.outcome
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -67,7 +75,7 @@ SKIP_OUTCOMES = frozenset({
 # other providers: a chain whose other attempts were all rate limited still answers 429.
 CONFIG_SKIPS = frozenset({"disabled", "misconfigured", "needs_translation", "unknown_profile",
                           "credentials"})
-_NAMED_EVEN_WITH_STATUS = frozenset({"stream_error", "token_expired"})
+_NAMED_EVEN_WITH_STATUS = frozenset({"stream_error", "token_expired", "max_tokens_limit"})
 
 
 @dataclass
@@ -78,3 +86,9 @@ class ForwardResult:
     attempts: list[Attempt] = field(default_factory=list)
     body: bytes | None = None
     stream: AsyncIterator[bytes] | None = None
+    # What translation (or claudex's conversation repairs) left out of the request that was
+    # served, by short name ("thinking", "cache_control"): shown in the request log.
+    dropped: tuple[str, ...] = ()
+    # What claudex changed so the conversation stays valid at this provider ("thinking off:
+    # last tool-use turn served elsewhere"): sentences, shown in the request log only.
+    notes: tuple[str, ...] = ()

@@ -11,6 +11,7 @@ from claudex.engine.credentials import Credentials
 from claudex.engine.stats import ProviderStats
 
 Color = Literal["green", "yellow", "red"]
+_MAX_REMEMBERED_LIMITS = 64  # models per provider; a request cannot grow this without bound
 
 
 @dataclass
@@ -34,6 +35,22 @@ class ProviderRuntime:
     stats: ProviderStats = field(default_factory=ProviderStats)
     health: HealthState = field(default_factory=HealthState)
     cooldown_until: float = 0.0            # monotonic; rate-limited until then
+    # Output-token limits the provider stated in a 400, per model sent (DESIGN.md failure
+    # table): later requests are capped before they are sent.
+    token_limits: dict[str, int] = field(default_factory=dict)
+
+    def max_tokens_cap(self, model: str | None) -> int | None:
+        """The profile's `max_tokens`, or the lower limit the provider stated for `model`."""
+        learned = self.token_limits.get(model or "")
+        configured = self.profile.max_tokens
+        if learned is None or (configured is not None and configured <= learned):
+            return configured
+        return learned
+
+    def learn_token_limit(self, model: str | None, limit: int) -> None:
+        if len(self.token_limits) >= _MAX_REMEMBERED_LIMITS and model not in self.token_limits:
+            self.token_limits.pop(next(iter(self.token_limits)))
+        self.token_limits[model or ""] = limit
 
     @property
     def name(self) -> str:
@@ -110,5 +127,7 @@ class ProviderRuntime:
                 or ("failing" if self.health.auth_failing else "ok"),
             },
             "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
+            "max_tokens": self.profile.max_tokens,
+            "learned_max_tokens": dict(self.token_limits),
             "stats": self.stats.to_json(),
         }

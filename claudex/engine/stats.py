@@ -6,6 +6,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from claudex.providers.translate.drops import listed
+
 
 @dataclass
 class ProviderStats:
@@ -19,6 +21,15 @@ class ProviderStats:
     last_error_at: float | None = None
     last_latency_ms: float | None = None
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=60))
+    # Requests served with something left out, per short name ("thinking"): /metrics.
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def count_dropped(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            # A client's own unknown keys are named in the log, but counted together: a label
+            # per made-up key would let any client grow /metrics without bound.
+            key = name if listed(name) else "other"
+            self.dropped[key] = self.dropped.get(key, 0) + 1
 
     def record(self, latency_ms: float) -> None:
         self.last_latency_ms = latency_ms

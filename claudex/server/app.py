@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
+from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
 from claudex.server import metrics
 from claudex.server.proxy_asgi import ProxyRoutes
@@ -32,14 +33,24 @@ def create_app(
     token: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     manage_engine: bool = True,
+    watcher: ConfigWatcher | None = None,
 ) -> ASGIApp:
     """Build the app around `engine`. `load_config` re-reads the config for `/_claudex/reload`.
-    With `manage_engine`, the app's lifespan starts the engine's health task and closes it."""
+    With `manage_engine`, the app's lifespan starts the engine's health task and closes it;
+    a `watcher` (the config file's) runs for as long as the app does."""
     registry = metrics.make_registry(engine)
 
     async def models(request: Request) -> Response:
         config = engine.config
         chosen = request.path_params.get("profile")
+        if chosen is not None and config.profile(chosen) is None:
+            message = f"No profile named {chosen!r} is configured."
+            if "anthropic-version" in request.headers:
+                body = {"type": "error", "error": {"type": "not_found_error", "message": message}}
+            else:
+                body = {"error": {"message": message, "type": "invalid_request_error",
+                                  "param": None, "code": "profile_not_found"}}
+            return JSONResponse(body, status_code=404)
         profiles = [p for p in config.profiles
                     if p.enabled and (chosen is None or p.name == chosen)]
         ids: list[str] = []
@@ -132,9 +143,13 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if manage_engine:
             await engine.start()
+        if watcher is not None:
+            watcher.start()
         try:
             yield
         finally:
+            if watcher is not None:
+                await watcher.stop()
             if manage_engine:
                 await engine.close()
 

@@ -44,6 +44,9 @@ class EngineCollector(Collector):
                                    labels=["provider", "color"])
         latency = GaugeMetricFamily("claudex_provider_probe_latency_ms",
                                     "Latency of the last health probe", labels=["provider"])
+        dropped = CounterMetricFamily(
+            "claudex_translation_dropped",
+            "Requests served with a field or content kind left out", labels=["provider", "field"])
         now = engine.clock()
         degraded = engine.config.health.degraded_latency_ms
         for name, rt in engine.runtimes.items():
@@ -60,7 +63,9 @@ class EngineCollector(Collector):
                 health.add_metric([name, value], 1.0 if value == color else 0.0)
             if rt.health.latency_ms is not None:
                 latency.add_metric([name], rt.health.latency_ms)
-        yield from (sent, ok, failed, limited, state, health, latency)
+            for field_name, count in s.dropped.items():
+                dropped.add_metric([name, field_name], count)
+        yield from (sent, ok, failed, limited, state, health, latency, dropped)
 
 
 def make_registry(engine: Engine) -> CollectorRegistry:

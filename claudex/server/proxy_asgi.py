@@ -147,6 +147,7 @@ class ProxyRoutes:
             protocol=protocol, endpoint=endpoint, body=body, raw=raw, headers=headers,
             profile=profile,
             failover=headers.get("x-claudex-failover", "").lower() != "off",
+            query=scope.get("query_string", b"").decode("latin-1"),
         )
         try:
             result = await self.engine.forward(req)
