@@ -229,6 +229,23 @@ def _breaker_command(args: argparse.Namespace, action: str) -> int:
     return 0
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    resp = _admin(args, "POST", "/_claudex/reload")
+    if resp.status_code == 400:
+        issues = resp.json().get("issues") or []
+        lines = "\n".join(f"  {issue}" for issue in issues)
+        raise CliError(f"Not reloaded: the config has {len(issues)} problem(s); the previous "
+                       f"config stays live.\n{lines}")
+    if resp.status_code == 409:
+        raise CliError("The running engine was not started from a config file (a demo?): "
+                       "nothing to reload.")
+    if resp.status_code != 200:
+        raise _engine_error(resp)
+    names = resp.json().get("profiles") or []
+    print(f"reloaded: {len(names)} profile(s): {', '.join(names)}")
+    return 0
+
+
 def cmd_trip(args: argparse.Namespace) -> int:
     return _breaker_command(args, "trip")
 
@@ -362,11 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_check)
     p = add("init", "write a starter config from the logins and API-key variables found")
     p.set_defaults(func=cmd_init)
-    for name, func, text in (("status", cmd_status, "show the running engine's providers"),):
-        p = add(name, text)
-        p.add_argument("--json", action="store_true")
-        p.add_argument("--url", help="engine URL (default from the config's host and port)")
-        p.set_defaults(func=func)
+    p = add("status", "show the running engine's providers")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--url", help="engine URL (default from the config's host and port)")
+    p.set_defaults(func=cmd_status)
+    p = add("reload", "make the running engine re-read its config file")
+    p.add_argument("--url", help="engine URL (default from the config's host and port)")
+    p.set_defaults(func=cmd_reload)
     for name, func, text in (("trip", cmd_trip, "force a provider's breaker open"),
                              ("reset", cmd_reset, "close a provider's breaker and clear it")):
         p = add(name, text)

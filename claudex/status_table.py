@@ -19,8 +19,18 @@ _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced
 _SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai"}
 
 
+# Piped to a file or another program there is no terminal width to fit: rich would assume 80
+# columns and cut every row. Lay the table out at its natural width instead.
+_UNBOUNDED_WIDTH = 1000
+
+
+def _console() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=_UNBOUNDED_WIDTH)
+
+
 def render_status(data: dict[str, Any], console: Console | None = None) -> None:
-    out = console or Console()
+    out = console or _console()
     title = (f"claudex at {data.get('listen', '?')} · {data.get('requests', 0)} requests · "
              f"{data.get('failovers', 0)} failed over · {data.get('requests_per_s', 0)} req/s")
     table = Table(title=title, title_justify="left", title_style="bold")
@@ -33,6 +43,7 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     table.add_column("reqs", justify="right")
     table.add_column("errs", justify="right")
     errors: list[Text] = []
+    limits: list[Text] = []
     for p in data.get("profiles", []):
         health = p.get("health", {})
         breaker = p.get("breaker", {})
@@ -54,10 +65,18 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             str(stats.get("requests", 0)),
             str(stats.get("failures", 0)),
         )
+        for model, cap in (p.get("learned_max_tokens") or {}).items():
+            limits.append(Text.assemble((f"{name}: ", "bold"),
+                                        f"max_tokens capped at {cap} for {model or 'its model'}"
+                                        " (the provider's stated limit)"))
         if stats.get("last_error"):
             last_error = SCRUBBER.text(str(stats["last_error"]))
             errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))
     out.print(table)
+    if limits:
+        out.print("learned limits:")
+        for line in limits:
+            out.print(Text("  ") + line)
     if errors:
         out.print("last errors:")
         for line in errors:

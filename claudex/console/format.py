@@ -104,6 +104,14 @@ def counts_words(stats: Mapping[str, Any]) -> str:
     return text
 
 
+def limit_words(profile: Mapping[str, Any]) -> str:
+    """The output-token cap a provider stated in a 400, when claudex has learned one (the
+    lowest, if it stated several for different models)."""
+    learned = profile.get("learned_max_tokens") or {}
+    caps = [v for v in learned.values() if isinstance(v, int)]
+    return f" · max_tokens ≤ {min(caps)}" if caps else ""
+
+
 def last_error_words(stats: Mapping[str, Any], now_wall: float) -> str:
     error = stats.get("last_error")
     if not error:
@@ -132,10 +140,19 @@ class RequestRow:
     status: int | None
     latency_ms: float
     failed_over: bool
+    dropped: str = ""  # what translation left out: "thinking, cache_control"
+    notes: str = ""    # what claudex changed to keep the conversation valid there
 
     @property
     def status_text(self) -> str:
         return "-" if self.status is None else str(self.status)
+
+    @property
+    def trail_text(self) -> str:
+        """The attempts, then what translation left out and what claudex changed (the cell
+        cuts it when long)."""
+        text = f"{self.trail} · dropped: {self.dropped}" if self.dropped else self.trail
+        return f"{text} · {self.notes}" if self.notes else text
 
     @property
     def latency_text(self) -> str:
@@ -146,7 +163,8 @@ class RequestRow:
 
     def text(self) -> str:
         """Everything the filter matches against."""
-        return " ".join((self.time, self.request, self.provider, self.trail, self.status_text))
+        return " ".join((self.time, self.request, self.provider, self.trail_text,
+                         self.status_text))
 
     def matches(self, needle: str) -> bool:
         return not needle or needle.lower() in self.text().lower()
@@ -167,6 +185,8 @@ def request_row(event: Event, time_text: TimeText) -> RequestRow:
         status=status if isinstance(status, int) else None,
         latency_ms=float(data.get("latency_ms") or 0.0),
         failed_over=len(attempts) > 1,
+        dropped=safe(", ".join(str(d) for d in data.get("dropped") or ()), 160),
+        notes=safe("; ".join(str(n) for n in data.get("notes") or ()), 160),
     )
 
 
@@ -177,6 +197,6 @@ def event_colour(event: Event) -> str | None:
         return {"closed": "green", "half_open": "yellow"}.get(str(new), "red")
     if event.kind in ("escalation",):
         return "red"
-    if event.kind in ("cooldown",):
+    if event.kind in ("cooldown", "limit"):
         return "yellow"
     return None

@@ -93,9 +93,9 @@ def run_hosted(factory: Callable[[], Awaitable[Hosted]], *, read_only: bool = Fa
     try:
         demo = hosted.controls
         if demo is not None:
+            # Traffic stays off until the operator presses `g`, as the README tells a newcomer
+            # to do: started here, that key would have turned it off.
             demo.run_on_world = thread.call_and_wait
-            if hosted.traffic is not None:
-                thread.call_and_wait(hosted.traffic.start)
         link = ThreadedLink(hosted.engine, thread)
         return asyncio.run(_run_app(hosted, link, read_only=read_only, demo=demo))
     finally:

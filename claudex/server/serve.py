@@ -10,8 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from claudex.config.loader import load_config
-from claudex.config.model import Config
+from claudex.config.model import Config, ConfigError
 from claudex.config.permissions import config_permission_warning
+from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
 from claudex.engine.secrets import config_secrets
 from claudex.logs import REDACTOR
@@ -85,7 +86,21 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
         return listening_on(fresh, host, bound)
 
     engine = Engine(config)
-    app = create_app(engine, load_config=reload if path else None, token=token)
+
+    def changed_on_disk(fresh: Config) -> None:
+        fresh = listening_on(fresh, host, bound)
+        register_secrets(fresh)
+        engine.apply_config(fresh)
+
+    def rejected(error: ConfigError) -> None:
+        # The watcher has said how many; the operator needs each one, and that the old config
+        # is still the one serving.
+        for issue in error.issues:
+            log.warning("config not reloaded: %s (the previous config stays live)", issue)
+
+    watcher = ConfigWatcher(path, changed_on_disk, rejected) if path else None
+    app = create_app(engine, load_config=reload if path else None, token=token,
+                     watcher=watcher)
     loop_name = "uvloop"
     try:
         import uvloop  # noqa: F401

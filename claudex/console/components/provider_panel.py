@@ -18,6 +18,7 @@ from claudex.console.format import (
     breaker_words,
     counts_words,
     last_error_words,
+    limit_words,
     probe_words,
     protocol_label,
     safe,
@@ -83,5 +84,5 @@ class ProviderPanel(Vertical):
             data = data * 2
         if list(self.spark.data or []) != data:
             self.spark.data = data
-        self.counts_line.set_text(escape(counts_words(stats)))
+        self.counts_line.set_text(escape(counts_words(stats) + limit_words(profile)))
         self.error_line.set_text(f"[dim]{escape(last_error_words(stats, now_wall))}[/]")

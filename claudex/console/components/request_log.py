@@ -206,7 +206,8 @@ class RequestLog(ScrollView, can_focus=False):
         trail_style = base + Style.parse(trail_colour) if trail_colour else base
         cells = (
             (row.time, base), (row.request, base), (row.provider, base),
-            (row.trail, trail_style), (row.status_text, status_style), (row.latency_text, base),
+            (row.trail_text, trail_style), (row.status_text, status_style),
+            (row.latency_text, base),
         )
         pad = Segment(" " * CELL_PADDING, base)
         segments: list[Segment] = []
