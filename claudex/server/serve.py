@@ -78,6 +78,8 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
     warning = config_permission_warning(config)
     if warning:
         log.warning("%s", warning)
+    for issue in config.warnings:  # keys claudex ignores, chain advice: once, at start
+        log.warning("%s", issue)
 
     def reload() -> Config:
         assert path is not None
