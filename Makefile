@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint bench soak serve clean screenshots
+.PHONY: run test e2e lint bench soak serve clean screenshots
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,8 +23,12 @@ screenshots: $(STAMP)  ## render screenshots/*.svg and .png from real demo state
 test: $(STAMP)  ## run the whole test suite
 	$(BIN)/pytest -q
 
+e2e: $(STAMP)  ## the real Claude Code (pinned; npm into ~/.cache/claudex-e2e) through claudex serve
+	$(BIN)/python -m e2e.claude_code >/dev/null
+	$(BIN)/pytest -q e2e
+
 lint: $(STAMP)  ## ruff and mypy (strict)
-	$(BIN)/ruff check claudex tests bench soak
+	$(BIN)/ruff check claudex tests bench soak e2e
 	$(BIN)/mypy
 
 soak: $(STAMP)  ## chaos soak: 20,000 requests through faults; ARGS="--seconds 60 --seed 3" etc.

@@ -1,0 +1,116 @@
+"""The pinned Claude Code CLI, installed with npm into a cache folder outside the repository.
+
+    python -m e2e.claude_code        # install if missing, print the binary's path
+
+`npm install --prefix CACHE @anthropic-ai/claude-code@VERSION` brings the platform's native
+binary as an optional dependency (`@anthropic-ai/claude-code-linux-x64`, ...). The wrapper
+package's postinstall (which would link it) is not needed: the native binary is run directly,
+so neither install scripts nor the wrapper's `node >= 22` requirement matter. The cache is
+`${XDG_CACHE_HOME:-~/.cache}/claudex-e2e/claude-code-VERSION`, reused while its binary reports
+the pinned version; `CLAUDEX_E2E_CLAUDE=/path/to/claude` uses another binary instead.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+VERSION: Final = "2.1.332"
+PACKAGE: Final = "@anthropic-ai/claude-code"
+INSTALL_TIMEOUT_S: Final = 600
+
+
+class InstallError(RuntimeError):
+    """Claude Code could not be installed or does not run."""
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "claudex-e2e" / f"claude-code-{VERSION}"
+
+
+def platform_package() -> str:
+    """The npm package holding this machine's native binary."""
+    machine = platform.machine().lower()
+    arch = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}.get(machine)
+    system = {"linux": "linux", "darwin": "darwin"}.get(sys.platform)
+    if arch is None or system is None:
+        raise InstallError(f"no Claude Code binary for {sys.platform}/{machine}")
+    musl = system == "linux" and any(Path("/lib").glob("ld-musl-*"))
+    return f"{PACKAGE}-{system}-{arch}{'-musl' if musl else ''}"
+
+
+def binary_in(prefix: Path) -> Path:
+    return prefix / "node_modules" / platform_package() / "claude"
+
+
+def version_of(binary: Path) -> str | None:
+    """What `claude --version` says ("2.1.332 (Claude Code)"), or None if it does not run."""
+    try:
+        done = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                              timeout=60, env={"PATH": os.environ.get("PATH", ""),
+                                               "HOME": str(Path.home()),
+                                               "DISABLE_AUTOUPDATER": "1"})
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def ensure_installed() -> Path:
+    """The path of a Claude Code binary at the pinned version, installing it if needed."""
+    override = os.environ.get("CLAUDEX_E2E_CLAUDE")
+    if override:
+        binary = Path(override)
+        if version_of(binary) is None:
+            raise InstallError(f"CLAUDEX_E2E_CLAUDE={override} does not run")
+        return binary
+    target = cache_dir()
+    binary = binary_in(target)
+    if _is_pinned(binary):
+        return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        raise InstallError("npm is needed to install Claude Code (apt-get install nodejs npm)")
+    # Into a fresh folder first, then moved into place: an interrupted install leaves no
+    # half-installed cache behind.
+    staging = target.with_name(f"{target.name}.installing-{os.getpid()}")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    command = [npm, "install", "--prefix", str(staging), f"{PACKAGE}@{VERSION}",
+               "--no-audit", "--no-fund", "--no-save", "--loglevel=error"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=INSTALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InstallError(f"npm install did not finish in {INSTALL_TIMEOUT_S} s") from None
+    if done.returncode != 0 or not _is_pinned(binary_in(staging)):
+        shutil.rmtree(staging, ignore_errors=True)
+        raise InstallError(f"npm install {PACKAGE}@{VERSION} failed (exit {done.returncode}): "
+                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
+    shutil.rmtree(target, ignore_errors=True)
+    staging.rename(target)
+    return binary
+
+
+def _is_pinned(binary: Path) -> bool:
+    said = version_of(binary) if binary.is_file() else None
+    return said is not None and said.split()[0] == VERSION
+
+
+def main() -> int:
+    try:
+        print(ensure_installed())
+    except InstallError as error:
+        print(f"e2e: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

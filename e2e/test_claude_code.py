@@ -1,0 +1,179 @@
+"""The real Claude Code (pinned, default model claude-opus-5-5) runs a scripted tool loop
+through a real `claudex serve` against fake upstreams: Write a proof file, run Bash, finish
+with `done TOKEN`. Each scenario asserts the proof file, the final text, exit 0, no refused
+request anywhere, and what each upstream received.
+
+The script lives in the prompt (`claudex.demo.scripted`); its Bash steps are how a scenario
+changes the world mid-session (a fault switched on at the primary, the primary brought back).
+"""
+
+from __future__ import annotations
+
+from e2e.checks import (
+    assert_anthropic_upstream,
+    assert_loop_completed,
+    assert_no_refusals,
+    assert_openai_upstream,
+    evidence,
+    served_by,
+    thinking_signatures,
+    tool_results,
+)
+from e2e.harness import World
+
+OPENAI_LIMIT = 8192
+"""The OpenAI-compatible fake's output limit (DeepSeek's): Claude Code asks for 128,000."""
+
+
+async def test_tool_loop_through_an_anthropic_profile(world: World) -> None:
+    anth = await world.fake("anth", "anthropic")
+    world.profile("anth", anth)
+    await world.serve()
+    run = await world.claude([("Write", str(world.proof_path())), ("Bash", "echo step-two")],
+                             profile="anth")
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["anth"] * 3, evidence(world, run)
+    assert_anthropic_upstream(anth, anth.requests)
+    # The conversation reached the upstream as Claude Code wrote it: its system turn inside
+    # messages, its adaptive thinking, context management and output config.
+    first = anth.requests[0].json
+    assert any(m["role"] == "system" for m in first["messages"])
+    assert first["thinking"]["type"] == "adaptive"
+    assert "context_management" in first and "output_config" in first
+    assert any(t.get("defer_loading") for t in first["tools"])
+
+
+async def test_tool_loop_through_an_openai_profile(world: World) -> None:
+    oai = await world.fake("oai", "openai", max_output_tokens=OPENAI_LIMIT)
+    world.profile("oai", oai, default_model="oai-chat", max_tokens=OPENAI_LIMIT)
+    await world.serve()
+    run = await world.claude([("Write", str(world.proof_path())), ("Bash", "echo step-two")],
+                             profile="oai")
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["oai"] * 3, evidence(world, run)
+    assert_openai_upstream(oai, oai.requests, model="oai-chat")
+    assert [tool_results(r) for r in oai.requests] == [0, 1, 2]
+
+
+async def test_an_openai_profile_without_max_tokens_learns_the_providers_cap(
+    world: World,
+) -> None:
+    """No `max_tokens` in the profile: the provider's 400 states its range, claudex asks once
+    more at that cap and remembers it, so the client never sees the refusal and only the
+    conversation's first request is refused upstream."""
+    oai = await world.fake("oai", "openai", max_output_tokens=OPENAI_LIMIT)
+    world.profile("oai", oai, default_model="oai-chat")
+    await world.serve()
+    run = await world.claude([("Write", str(world.proof_path())), ("Bash", "echo step-two")],
+                             profile="oai")
+    statuses = [r.status for r in oai.requests]
+    assert statuses == [400, 200, 200, 200], evidence(world, run)
+    assert run.returncode == 0 and run.proof.read_text() == run.token, evidence(world, run)
+    assert f"done {run.token}" in run.stdout, evidence(world, run)
+    assert_no_refusals(world, allowed={("oai", 400)})
+    assert_openai_upstream(oai, oai.requests[1:], model="oai-chat")
+
+
+async def test_failover_from_a_down_anthropic_primary_to_an_openai_backup(world: World) -> None:
+    anth = await world.fake("anth", "anthropic")
+    oai = await world.fake("oai", "openai", max_output_tokens=OPENAI_LIMIT)
+    anth.set_fault("down")
+    world.profile("anth", anth, backups=["oai"])
+    world.profile("oai", oai, default_model="oai-chat", max_tokens=OPENAI_LIMIT)
+    await world.serve()
+    # The default route (/v1/messages): the first profile, anth.
+    run = await world.claude([("Write", str(world.proof_path())), ("Bash", "echo step-two")])
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["oai"] * 3, evidence(world, run)
+    assert anth.requests == []
+    assert_openai_upstream(oai, oai.requests, model="oai-chat")
+
+
+async def test_mid_session_failover_to_an_openai_backup(world: World) -> None:
+    anth = await world.fake("anth", "anthropic")
+    oai = await world.fake("oai", "openai", max_output_tokens=OPENAI_LIMIT)
+    world.profile("anth", anth, backups=["oai"])
+    world.profile("oai", oai, default_model="oai-chat", max_tokens=OPENAI_LIMIT)
+    await world.serve()
+    run = await world.claude([
+        ("Write", str(world.proof_path())),
+        ("Bash", world.fault_command(anth, "500")),  # from here on the primary fails
+        ("Bash", "echo served-by-the-backup"),
+    ], profile="anth")
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["anth", "anth", "oai", "oai"], evidence(world, run)
+    assert [r.status for r in anth.requests] == [200, 200, 500, 500], evidence(world, run)
+    assert_anthropic_upstream(anth, anth.requests)
+    assert_openai_upstream(oai, oai.requests, model="oai-chat")
+    # The backup got the whole conversation so far, tool rounds included.
+    assert [tool_results(r) for r in oai.requests] == [2, 3]
+
+
+async def _fail_back(world: World, backup_protocol: str) -> None:
+    """The primary serves step 1 with signed thinking, then fails (a Bash step switches its
+    fault on); the backup serves steps 2 and 3, the last of which brings the primary back
+    (fault off, breaker reset through `claudex reset`); the primary serves the end with the
+    whole conversation, thinking still on."""
+    anth = await world.fake("anth", "anthropic")
+    if backup_protocol == "anthropic":
+        backup = await world.fake("anth2", "anthropic")
+        world.profile("anth", anth, backups=["anth2"])
+        world.profile("anth2", backup)
+    else:
+        backup = await world.fake("oai", "openai", max_output_tokens=OPENAI_LIMIT)
+        world.profile("anth", anth, backups=["oai"])
+        world.profile("oai", backup, default_model="oai-chat", max_tokens=OPENAI_LIMIT)
+    # One failure opens the breaker: coming back takes the reset, not a timer.
+    world.settings = "[breaker]\nfailure_threshold = 1\n"
+    await world.serve()
+    bring_back = (world.fault_command(anth, "ok") + " && "
+                  + world.claudex_command("reset", "anth"))
+    run = await world.claude([
+        ("Bash", world.fault_command(anth, "500")),
+        ("Write", str(world.proof_path())),
+        ("Bash", bring_back),
+    ], profile="anth")
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["anth", backup.name, backup.name, "anth"], evidence(world, run)
+    # anth: step 1 served, the 500 that opened its breaker, then (breaker open, not contacted)
+    # nothing until the reset, then the end of the conversation.
+    assert [r.status for r in anth.requests] == [200, 500, 200], evidence(world, run)
+    last = anth.requests[-1]
+    assert tool_results(last) == 3, evidence(world, run)
+    assert last.json["thinking"]["type"] == "adaptive"
+    # What anth answered first was signed thinking, and Claude Code sent it back; back at
+    # anth the conversation carries that block and no thinking another provider signed.
+    own = thinking_signatures(anth.requests[1])
+    assert len(own) == 1, evidence(world, run)
+    assert thinking_signatures(last) == own, evidence(world, run)
+    assert_anthropic_upstream(anth, anth.requests)
+    if backup_protocol == "anthropic":
+        assert_anthropic_upstream(backup, backup.requests)
+        # anth's signed block never reached anth2; anth2's own block came back to it.
+        signed = [thinking_signatures(r) for r in backup.requests]
+        assert len(signed) == 2 and signed[0] == [] and len(signed[1]) == 1, signed
+        assert own[0] not in signed[1]
+    else:
+        assert_openai_upstream(backup, backup.requests, model="oai-chat")
+
+
+async def test_fail_back_to_the_primary_with_thinking_after_an_openai_backup(
+    world: World,
+) -> None:
+    await _fail_back(world, "openai")
+
+
+async def test_fail_back_to_the_primary_with_thinking_after_an_anthropic_backup(
+    world: World,
+) -> None:
+    await _fail_back(world, "anthropic")
+
+
+async def test_the_refusing_proxy_catches_what_would_leave_the_machine(world: World) -> None:
+    """The harness's own check: pointed at Anthropic's real API, Claude Code's request goes to
+    the refusing proxy (so a scenario's empty proxy record means nothing left the machine)."""
+    run = await world.claude([("Bash", "echo unreachable")], base_url="https://api.anthropic.com")
+    assert run.returncode != 0, run.describe()
+    attempts = world.proxy_attempts()
+    assert attempts and {(a.method, a.target) for a in attempts} == \
+        {("CONNECT", "api.anthropic.com:443")}, attempts
