@@ -539,7 +539,8 @@ async def test_setting_the_mode_field_directly_takes_effect(
 
 async def test_slow_delays_the_answer(claude: FakeProvider) -> None:
     claude.set_fault("slow", latency_ms=250)
-    async with httpx.AsyncClient(timeout=0.05) as impatient:
+    # Only the read is impatient: a connect slowed by a loaded machine is not what is tested.
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.05)) as impatient:
         with pytest.raises(httpx.ReadTimeout):
             await post_messages(impatient, claude)
     async with httpx.AsyncClient(timeout=5) as patient:
@@ -549,7 +550,7 @@ async def test_slow_delays_the_answer(claude: FakeProvider) -> None:
 
 async def test_hang_times_out_the_client_and_stop_is_prompt(claude: FakeProvider) -> None:
     claude.set_fault("hang")
-    async with httpx.AsyncClient(timeout=0.2) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(5.0, read=0.2)) as client:
         with pytest.raises(httpx.ReadTimeout):
             await post_messages(client, claude)
         pending = asyncio.create_task(post_messages(client, claude))
@@ -692,7 +693,7 @@ async def test_models_endpoint_sees_only_probe_faults(
     assert (await http.get(url)).status_code == 401
     claude.set_fault("hang")
     with pytest.raises(httpx.ReadTimeout):
-        await http.get(url, timeout=0.1)
+        await http.get(url, timeout=httpx.Timeout(5.0, read=0.1))
 
 
 # ---------------------------------------------------------------- control and bookkeeping
