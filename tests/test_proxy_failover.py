@@ -11,10 +11,12 @@ import httpx
 from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
 
 
-async def three_anthropic(fakes: Any, proxy_factory: Any, extra: str = "") -> Any:
+async def three_anthropic(fakes: Any, proxy_factory: Any, extra: str = "",
+                          primary_extra: str = "") -> Any:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"), ("spare", "anthropic"))
     config = build_config(
-        profile_toml("primary", f["primary"], backups=["backup", "spare"], extra=extra)
+        profile_toml("primary", f["primary"], backups=["backup", "spare"],
+                     extra=extra + "\n" + primary_extra)
         + profile_toml("backup", f["backup"], extra=extra)
         + profile_toml("spare", f["spare"], extra=extra)
     )
@@ -69,7 +71,9 @@ async def test_failover_on_server_errors(fakes: Any, proxy_factory: Any) -> None
 
 
 async def test_failover_on_read_timeout(fakes: Any, proxy_factory: Any) -> None:
-    proxy = await three_anthropic(fakes, proxy_factory, extra="read_timeout = 0.3")
+    # Only the hung primary gets the short timeout: a backup slowed by a loaded machine must
+    # not time out too.
+    proxy = await three_anthropic(fakes, proxy_factory, primary_extra="read_timeout = 0.3")
     proxy.fakes["primary"].set_fault("hang")
     resp = await proxy.messages()
     assert resp.status_code == 200

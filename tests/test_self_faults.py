@@ -456,10 +456,14 @@ async def test_sigterm_drains_a_stream_and_a_plain_request_then_exits_0(
             proc.send_signal(signal.SIGTERM)
 
             async def refused() -> bool:
+                # What matters is that no new request is answered. A connection the kernel
+                # queued just before the listener closed is reset rather than refused, so the
+                # client may see it fail on connect, on read or as a closed connection.
                 async with httpx.AsyncClient(base_url=url, timeout=2) as fresh:
                     try:
                         await fresh.get("/healthz")
-                    except httpx.ConnectError:
+                    except (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
+                            httpx.RemoteProtocolError):
                         return True
                 return False
 
