@@ -93,8 +93,9 @@ def test_claudex_file_loads_with_every_key_used_or_warned() -> None:
     responses = by_name["responses"]
     assert responses.provider_type == "OpenAIResponses"
     assert responses.oauth_provider == "codex"
-    assert responses.problem == (
-        "provider type OpenAIResponses (the Responses API) is not served by claudex yet")
+    # Served now: only its login is missing (no ~/.codex/auth.json under the test's HOME).
+    assert responses.problem == "credentials file ~/.codex/auth.json not found"
+    assert responses.protocol == "responses"
     assert responses.strip_params == ("temperature", "top_p", "top_k")  # chatgpt.com, "auto"
     for name, provider in (("gem", "google"), ("pilot", "github"), ("duo", "gitlab")):
         assert by_name[name].problem == (
@@ -336,14 +337,12 @@ def test_unsupported_oauth_logins_load_misconfigured(provider: str) -> None:
         f'oauth_provider "{provider}" is not supported by claudex, use token_command')
 
 
-def test_responses_profile_is_misconfigured_even_with_a_key_and_has_no_protocol() -> None:
+def test_responses_profile_with_a_key_is_usable_and_speaks_responses() -> None:
     text = PROFILE.replace("OpenAICompatible", "OpenAIResponses").replace(
         'api_key = ""', 'api_key = "sk-a-real-looking-key"')
     [profile] = parse_config(text, env={}).profiles
-    assert profile.problem is not None and "not served by claudex yet" in profile.problem
-    assert not profile.usable
-    with pytest.raises(ValueError, match="not served by claudex yet"):
-        _ = profile.protocol
+    assert profile.problem is None and profile.usable
+    assert profile.protocol == "responses"
 
 
 async def test_empty_api_key_sends_no_credential_header() -> None:

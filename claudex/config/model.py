@@ -12,18 +12,15 @@ from typing import Literal
 
 ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses"]
 AuthType = Literal["api-key", "oauth", "passthrough"]
-Protocol = Literal["anthropic", "openai"]
+Protocol = Literal["anthropic", "openai", "responses"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 
 # The provider types claudex serves (the console offers these).
-PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible")
+PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses")
 # Types a file may name (Claudex has them) that claudex does not serve yet: such a profile loads,
 # with this reason as its `problem`, so the rest of the file works. Serving one means moving it
-# from here to PROVIDER_TYPES and giving it a `Profile.protocol`.
-UNSERVED_PROVIDER_TYPES: Mapping[str, str] = {
-    "OpenAIResponses": "provider type OpenAIResponses (the Responses API) is not served by "
-    "claudex yet",
-}
+# from here to PROVIDER_TYPES and giving it a `Profile.protocol`. (None today.)
+UNSERVED_PROVIDER_TYPES: Mapping[str, str] = {}
 AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough")
 OAUTH_PROVIDERS: tuple[str, ...] = ("claude", "codex")
 # OAuth logins Claudex has and claudex does not: the profile loads, shown misconfigured.
@@ -113,9 +110,7 @@ class Profile:
             return "anthropic"
         if self.provider_type == "OpenAICompatible":
             return "openai"
-        # An unserved type always loads with `problem` set, so the engine skips it before asking;
-        # answering "openai" here would send Chat Completions to a Responses endpoint.
-        raise ValueError(f"{self.name}: {UNSERVED_PROVIDER_TYPES[self.provider_type]}")
+        return "responses"
 
     @property
     def usable(self) -> bool:

@@ -238,7 +238,7 @@ _OPENAI_OPTIONAL = (
 )
 
 
-def check_top_level(protocol: Literal["anthropic", "openai"], endpoint: str,
+def check_top_level(protocol: Literal["anthropic", "openai", "responses"], endpoint: str,
                     body: dict[str, Any]) -> None:
     """The fields the proxy reads and the translators take as given. `endpoint` is
     "messages", "count_tokens" or "chat". Raises InvalidRequest."""
@@ -272,8 +272,10 @@ def check_top_level(protocol: Literal["anthropic", "openai"], endpoint: str,
 
 # -- Anthropic contents: when translating ------------------------------------------------------
 
-def error_body(protocol: Literal["anthropic", "openai"], problem: Problem) -> bytes:
-    """The 400 body for `problem` in the client's protocol."""
+def error_body(protocol: Literal["anthropic", "openai", "responses"],
+               problem: Problem) -> bytes:
+    """The 400 body for `problem` in the client's protocol (a Responses client's errors have
+    Chat Completions' shape)."""
     if protocol == "anthropic":
         return anthropic.error_body(400, problem.anthropic_message())
     return openai.error_body(400, problem.openai_message(), code=problem.openai_code,

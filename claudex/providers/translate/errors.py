@@ -21,7 +21,9 @@ from typing import Any, Literal
 from claudex.providers import anthropic, openai
 from claudex.providers.translate.wire import sse_data, sse_event
 
-Protocol = Literal["anthropic", "openai"]
+# A Responses client's error bodies have Chat Completions' shape; a Responses upstream's may
+# also be the ChatGPT backend's `{"detail": "..."}` (`claudex.providers.responses`).
+Protocol = Literal["anthropic", "openai", "responses"]
 
 ANTHROPIC_OVERLOADED = 529
 OPENAI_OVERLOADED = 503
@@ -71,6 +73,9 @@ def _fields_of(value: Any) -> tuple[str | None, str | None, str | None]:
                 str(code) if code else None)
     if isinstance(err, str) and err:
         return err, None, None
+    detail = value.get("detail")
+    if isinstance(detail, str) and detail:
+        return detail, None, None
     message = value.get("message")
     return (message if isinstance(message, str) and message else None), None, None
 
@@ -96,7 +101,7 @@ def translate_error(status: int, body: bytes, *, source: Protocol,
     if source == target:
         return status, body
     message, kind, _code = _error_fields(body)
-    if target == "openai":
+    if target != "anthropic":
         status = OPENAI_OVERLOADED if status == ANTHROPIC_OVERLOADED else status
         return status, openai.error_body(status, message, code=kind)
     return status, anthropic.error_body(status, message)
