@@ -2,15 +2,22 @@
 
 Publishing never blocks and never fails: each subscriber has a bounded queue, and a subscriber
 that falls behind loses its oldest events rather than slowing the proxy.
+
+Every published event gets an `id`, one more than the previous one's, and the bus keeps the last
+`backlog_size` of them so a reader that lost its connection (the SSE route's `Last-Event-ID`)
+can ask for everything after the last id it saw (`since`). Ids start from the wall clock in
+microseconds, so an engine restarted on the same machine hands out larger ids than the one
+before it: a console holding an old id gets the new engine's whole backlog, nothing twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Collection, Iterator
+from collections import deque
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
@@ -24,27 +31,74 @@ class Event:
     profile: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     time: float = field(default_factory=time.time)
+    id: int = 0  # given by the bus on publish; 0 for an event never published
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        """The event `to_json` described (as the SSE route and the journal carry it); unknown
+        keys are ignored and a missing one takes its default, so a newer engine's event reads."""
+        payload = data.get("data")
+        return cls(kind=data.get("kind", "escalation"), message=str(data.get("message", "")),
+                   profile=data.get("profile"),
+                   data=payload if isinstance(payload, dict) else {},
+                   time=float(data.get("time") or 0.0), id=int(data.get("id") or 0))
+
+
+def first_event_id(wall: float | None = None) -> int:
+    """Where a new bus starts counting: above any id an earlier engine on this machine gave
+    (unless it published a million events a second, or the clock went back)."""
+    return int((time.time() if wall is None else wall) * 1_000_000)
+
 
 class EventBus:
-    def __init__(self, queue_size: int = 1000) -> None:
+    def __init__(self, queue_size: int = 1000, *, backlog_size: int = 2000,
+                 first_id: int | None = None) -> None:
         self._queue_size = queue_size
         self._subscribers: list[tuple[asyncio.Queue[Event], Collection[str] | None]] = []
         self.recent: list[Event] = []
         self._recent_max = 200
+        self._backlog: deque[Event] = deque(maxlen=backlog_size)
+        self.last_id = (first_event_id() if first_id is None else first_id) - 1
+        # Called with every published event (the journal); must not block or raise.
+        self.sinks: list[Callable[[Event], None]] = []
+
+    @property
+    def first_id(self) -> int:
+        """The oldest id the backlog still holds (last_id + 1 when it is empty)."""
+        return self._backlog[0].id if self._backlog else self.last_id + 1
+
+    def since(self, last_seen: int, kinds: Collection[str] | None = None) -> list[Event]:
+        """The backlog's events after id `last_seen`, oldest first (all of it for an id from
+        before it, which includes an id from an earlier engine)."""
+        backlog = self._backlog
+        if not backlog or last_seen >= self.last_id:
+            return []
+        # Ids in the backlog are consecutive, so the first wanted one's place is arithmetic.
+        start = max(0, last_seen + 1 - backlog[0].id)
+        events = [backlog[i] for i in range(start, len(backlog))]
+        return events if kinds is None else [e for e in events if e.kind in kinds]
 
     @property
     def has_subscribers(self) -> bool:
         return bool(self._subscribers)
 
     def wants(self, kind: str) -> bool:
-        """Whether any subscriber would receive an event of `kind` (skip building it if not)."""
+        """Whether an event of `kind` would reach anyone (skip building it if not). The backlog
+        keeps every kind, so a console that reconnects misses nothing: always, unless the bus
+        was made without one."""
+        if self._backlog.maxlen or self.sinks:
+            return True
         return any(kinds is None or kind in kinds for _, kinds in self._subscribers)
 
     def publish(self, event: Event) -> None:
+        self.last_id += 1
+        event = replace(event, id=self.last_id)
+        self._backlog.append(event)
+        for sink in self.sinks:
+            sink(event)
         if event.kind != "request":
             self.recent.append(event)
             if len(self.recent) > self._recent_max:

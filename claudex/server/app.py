@@ -17,6 +17,7 @@ from starlette.routing import Route
 from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
+from claudex.engine.events import Event
 from claudex.server import metrics
 from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
@@ -111,18 +112,42 @@ def create_app(
     async def events(request: Request) -> Response:
         wanted = request.query_params.get("kinds")
         kinds = None if not wanted else {k.strip() for k in wanted.split(",") if k.strip()}
+        resume = request.headers.get("last-event-id") or request.query_params.get("since")
+        last_seen: int | None = None
+        if resume is not None:
+            try:
+                last_seen = int(resume)
+            except ValueError:
+                return JSONResponse({"error": "Last-Event-ID and since take an event id "
+                                     f"(a whole number), not {resume[:40]!r}"}, status_code=400)
+
+        def frame(event: Event) -> bytes:
+            payload = json.dumps(event.to_json())
+            return f"id: {event.id}\nevent: {event.kind}\ndata: {payload}\n\n".encode()
 
         async def stream() -> AsyncIterator[bytes]:
-            with engine.events.subscribe(kinds) as queue:
-                yield b": connected\n\n"
+            bus = engine.events
+            # Subscribed before the backlog is read, so nothing published in between is missed;
+            # whatever both hold is sent once (ids only grow).
+            with bus.subscribe(kinds) as queue:
+                sent = bus.last_id if last_seen is None else last_seen
+                gap = last_seen is not None and last_seen + 1 < bus.first_id <= bus.last_id
+                yield (f": connected; oldest id kept {bus.first_id}"
+                       + ("; events were missed before it" if gap else "") + "\n\n").encode()
+                if last_seen is not None:
+                    for event in bus.since(last_seen, kinds):
+                        sent = event.id
+                        yield frame(event)
                 while True:
                     try:
                         event = await asyncio.wait_for(queue.get(), timeout=15.0)
                     except TimeoutError:
                         yield b": keep-alive\n\n"
                         continue
-                    payload = json.dumps(event.to_json())
-                    yield f"event: {event.kind}\ndata: {payload}\n\n".encode()
+                    if event.id <= sent:
+                        continue
+                    sent = event.id
+                    yield frame(event)
 
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
