@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from claudex.providers.translate import anthropic_to_openai_request, openai_to_anthropic_request
 from claudex.providers.translate.drops import (
     ANTHROPIC_TO_OPENAI,
+    CHAT_TO_RESPONSES,
     OPENAI_TO_ANTHROPIC,
     UNKNOWN_NAME_LIMIT,
     DropName,
@@ -22,8 +23,9 @@ from claudex.providers.validation import InvalidRequest, check_top_level
 
 
 def test_the_tables_and_the_type_of_names_agree() -> None:
-    assert set(get_args(DropName)) == set(ANTHROPIC_TO_OPENAI) | set(OPENAI_TO_ANTHROPIC)
-    for table in (ANTHROPIC_TO_OPENAI, OPENAI_TO_ANTHROPIC):
+    assert set(get_args(DropName)) == (set(ANTHROPIC_TO_OPENAI) | set(OPENAI_TO_ANTHROPIC)
+                                       | set(CHAT_TO_RESPONSES))
+    for table in (ANTHROPIC_TO_OPENAI, OPENAI_TO_ANTHROPIC, CHAT_TO_RESPONSES):
         for name, why in table.items():
             assert " " not in name and len(name) <= 24, name   # short, log-friendly
             assert why.strip(), name

@@ -21,10 +21,11 @@ from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials import AuthHeaders
 from claudex.engine.request import ProxyRequest
 from claudex.engine.signatures import SignatureMemory
-from claudex.providers import anthropic, openai
+from claudex.providers import anthropic, openai, responses
 from claudex.providers import translate as tr
 from claudex.providers.sse import TailScanner
 from claudex.providers.thinking import make_portable
+from claudex.providers.translate import from_responses, to_responses
 from claudex.providers.validation import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
@@ -191,6 +192,11 @@ class Exchange:
         self.client: WireProtocol = req.protocol
         self.upstream: WireProtocol = profile.protocol
         self.translating = self.client != self.upstream
+        # The ChatGPT (Codex subscription) backend only streams: a client that did not ask
+        # for a stream gets the collected answer as JSON.
+        self.chatgpt = self.upstream == "responses" and responses.is_chatgpt_backend(
+            profile.base_url, profile.oauth_provider)
+        self.upstream_streams = req.stream or self.chatgpt
         self.model = map_model(profile, req.model, addressed, aliases, client=req.protocol)
         # The profile's `max_tokens`, or a lower limit the provider stated in a 400.
         self.max_tokens_cap = max_tokens_cap
@@ -208,7 +214,7 @@ class Exchange:
     def headers(self, auth: AuthHeaders | None) -> dict[str, str]:
         req = self.req
         headers = {"content-type": "application/json"}
-        if req.stream:
+        if self.upstream_streams:
             headers["accept"] = "text/event-stream"
         # anthropic-version/-beta are carried over only between Anthropic-protocol ends; the
         # client's credentials only to a passthrough profile (upstream_headers decides).
@@ -224,6 +230,8 @@ class Exchange:
         if self.upstream == "anthropic":
             url = anthropic.messages_url(self.profile.base_url,
                                          self.req.endpoint == "count_tokens")
+        elif self.upstream == "responses":
+            url = responses.responses_url(self.profile.base_url)
         else:
             url = openai.chat_url(self.profile.base_url)
         return with_query(url, "" if self.translating else self.req.query, self._query)
@@ -247,9 +255,11 @@ class Exchange:
 
     def _body(self) -> bytes:
         req, profile = self.req, self.profile
-        if self.upstream == "responses" or self.client == "responses":
-            # Until the Responses translators land: never send another protocol's body there.
-            raise NotImplementedError("the Responses API is not translated yet")
+        if self.client == "responses":
+            # Until the Responses client side lands: never send another protocol's body.
+            raise NotImplementedError("Responses clients are not translated yet")
+        if self.upstream == "responses":
+            return self._responses_body()
         if self.translating:
             convert = (tr.anthropic_to_openai_request if self.client == "anthropic"
                        else tr.openai_to_anthropic_request)
@@ -276,6 +286,20 @@ class Exchange:
         if not changes and base is None:
             return req.raw  # untouched: forward the client's bytes without re-encoding
         return _dumps({**(req.body if base is None else base), **changes})
+
+    def _responses_body(self) -> bytes:
+        """An Anthropic or Chat request for a Responses provider (`to_responses`)."""
+        req, profile = self.req, self.profile
+        convert = (to_responses.anthropic_to_responses_request if self.client == "anthropic"
+                   else to_responses.chat_to_responses_request)
+        translated = convert(req.body, model=self.model, max_tokens_cap=self.max_tokens_cap,
+                             chatgpt=self.chatgpt)
+        self._tool_names = translated.tool_names
+        self.dropped = translated.dropped + self._strip(translated.body)
+        if translated.dropped and log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: not translated to responses: %s", profile.name,
+                      ", ".join(translated.dropped))
+        return _dumps(translated.body)
 
     def _strip(self, body: dict[str, Any]) -> tuple[str, ...]:
         """Remove the profile's `strip_params` (Claudex's key: parameters a provider refuses,
@@ -308,11 +332,23 @@ class Exchange:
             if self.upstream == "anthropic" and self.signatures is not None:
                 self.signatures.remember_answer(self.profile.name, payload)
             return payload
+        if self.upstream == "responses":
+            return self._responses_answer(payload)
         body = json.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         convert = (tr.openai_to_anthropic_response if self.client == "anthropic"
                    else tr.anthropic_to_openai_response)
+        return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
+
+    def _responses_answer(self, payload: bytes) -> bytes:
+        # Collected from the stream when the upstream streamed for a client that did not.
+        body = (from_responses.collect_stream(payload) if self.upstream_streams
+                else json.loads(payload))
+        if not isinstance(body, dict):
+            raise ValueError("upstream answer is not a JSON object")
+        convert = (from_responses.responses_to_anthropic_response if self.client == "anthropic"
+                   else from_responses.responses_to_chat_response)
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def error_answer(self, status: int, payload: bytes) -> tuple[int, bytes]:
@@ -327,6 +363,13 @@ class Exchange:
             memory = self.signatures
             return _Relay(anthropic.tail_scanner(),
                           memory.tap(self.profile.name) if memory is not None else None)
+        if self.upstream == "responses" and self.client == "anthropic":
+            return from_responses.ResponsesToAnthropicStream(tool_names=self._tool_names,
+                                                            model=self.model)
+        if self.upstream == "responses":
+            return from_responses.ResponsesToChatStream(
+                tool_names=self._tool_names, model=self.model,
+                include_usage=tr.include_usage_requested(self.req.body))
         if self.client == "anthropic":
             return tr.OpenAIToAnthropicStream(tool_names=self._tool_names, model=self.model)
         return tr.AnthropicToOpenAIStream(

@@ -41,7 +41,7 @@ from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
 from claudex.engine.streaming import open_stream
 from claudex.engine.transport import Transport
-from claudex.providers import anthropic, openai
+from claudex.providers import anthropic, openai, responses
 from claudex.providers.translate import estimate_input_tokens
 from claudex.providers.validation import InvalidRequest
 from claudex.providers.validation import error_body as request_error_body
@@ -254,6 +254,7 @@ class Forwarder:
                 payload = b""
             payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
             message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
+                       else responses.error_message(payload) if profile.protocol == "responses"
                        else openai.error_message(payload))
             limit = stated_token_limit(outcome, status, message)
             if limit is not None and req.endpoint != "count_tokens":

@@ -31,6 +31,13 @@ TERMINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 ERROR_EVENTS = frozenset({"error", "response.failed"})
 
 
+def is_chatgpt_backend(base_url: str, oauth_provider: str | None) -> bool:
+    """Whether requests go to the ChatGPT (Codex subscription) backend, which only streams,
+    refuses `max_output_tokens` and sampling settings, and needs `store: false`: a Codex
+    login, or its host."""
+    return oauth_provider == "codex" or "://chatgpt.com/" in base_url
+
+
 def responses_url(base_url: str) -> str:
     return f"{base_url.rstrip('/')}/responses"
 

@@ -1,4 +1,5 @@
 """What translation leaves out, in one place: a table per direction, one short stable name a row.
+(Anthropic -> Responses is Anthropic -> OpenAI Chat, then Chat -> Responses: both tables apply.)
 
 The names are what the request log, the console's request row and `/metrics` show
 ("dropped: thinking, cache_control, context_management"), so they stay short and do not change.
@@ -22,6 +23,12 @@ from types import MappingProxyType
 from typing import Final, Literal
 
 DropName = Literal[
+    # Responses client -> Chat Completions or Anthropic (`responses_client`; an Anthropic target
+    # gets the Chat form through OpenAI -> Anthropic, whose table applies too)
+    "web_search", "hosted_tools", "hosted_tool_calls", "custom_tool_format", "reasoning_items",
+    "item_reference", "tool_output.non_text", "text.format", "include", "reasoning",
+    "client_metadata", "truncation", "background", "max_tool_calls", "prompt",
+    "prompt_cache_retention",
     # Anthropic -> OpenAI
     "thinking", "redacted_thinking", "cache_control", "citations", "top_k", "service_tier",
     "container", "mcp_servers", "context_management", "output_config.effort",
@@ -35,6 +42,9 @@ DropName = Literal[
     "prompt_cache_key", "safety_identifier", "temperature", "non_function_tools", "name",
     "function_messages", "empty_turn", "reasoning_content", "non_function_tool_calls",
     "tool_call_arguments", "image_url", "image_detail", "file", "input_audio",
+    # OpenAI Chat -> Responses (an Anthropic request goes through the Chat form first, so its
+    # own table applies before this one); several names above apply here too
+    "stop", "max_tokens", "top_p", "user",
 ]
 
 ANTHROPIC_TO_OPENAI: Final[Mapping[DropName, str]] = MappingProxyType({
@@ -71,6 +81,45 @@ ANTHROPIC_TO_OPENAI: Final[Mapping[DropName, str]] = MappingProxyType({
     "tool_choice": "a tool_choice with no tools left to choose from, or of a kind OpenAI lacks",
     "malformed": "an entry that is not an object (validation normally refuses it first)",
     "unknown_role": "a message whose role is not user, assistant or system",
+})
+
+RESPONSES_TO_OTHERS: Final[Mapping[DropName, str]] = MappingProxyType({
+    "web_search": "the hosted web_search tool (Codex CLI sends it): it runs inside OpenAI's "
+                  "API, nowhere else",
+    "hosted_tools": "other hosted tools (file_search, code_interpreter, image_generation, mcp, "
+                    "computer use): they run inside OpenAI's API",
+    "hosted_tool_calls": "hosted tool calls and their results in the history (web_search_call, "
+                         "file_search_call, ...)",
+    "custom_tool_format": "a custom tool's grammar: the tool is offered as a function taking "
+                          "one free-form string",
+    "reasoning_items": "reasoning items in the history: encrypted for, and meaningful to, the "
+                       "Responses provider that produced them",
+    "item_reference": "references to items stored at OpenAI: claudex keeps no history",
+    "tool_output.non_text": "images and files in a function_call_output: a tool message "
+                            "carries text",
+    "text.format": "an output format other than text, json_schema or json_object",
+    "include": "extra output OpenAI can attach (reasoning.encrypted_content, logprobs, ...)",
+    "reasoning": "reasoning effort and summaries: no field every Chat Completions server or "
+                 "Anthropic model takes",
+    "client_metadata": "Codex CLI's session and turn ids, meant for OpenAI",
+    "truncation": "OpenAI's automatic truncation of a conversation too long for the model",
+    "background": "background responses: they are polled from OpenAI's store",
+    "max_tool_calls": "a cap on hosted tool calls",
+    "prompt": "a prompt template stored at OpenAI",
+    "prompt_cache_retention": "OpenAI's prompt-cache retention setting",
+    "prompt_cache_key": "OpenAI's cache routing key",
+    "store": "`store: true`: claudex keeps no conversation state",
+    "metadata": "metadata for stored responses",
+    "service_tier": "OpenAI's processing tiers",
+    "top_logprobs": "token log probabilities",
+    "verbosity": "text.verbosity: no counterpart",
+    "tool_choice": "a tool_choice with no tools left to choose from, or of a kind the target "
+                   "lacks (allowed_tools, a hosted tool)",
+    "system.non_text": "non-text parts of a system or developer message",
+    "image_source": "an image given by file id: it lives in OpenAI's file store",
+    "file": "a file given by id or URL rather than its data",
+    "malformed": "an entry that is not an object (validation normally refuses it first)",
+    "unknown_role": "a message whose role is not user, assistant, system or developer",
 })
 
 OPENAI_TO_ANTHROPIC: Final[Mapping[DropName, str]] = MappingProxyType({
@@ -114,13 +163,50 @@ OPENAI_TO_ANTHROPIC: Final[Mapping[DropName, str]] = MappingProxyType({
     "unknown_role": "a message whose role Anthropic has no counterpart for",
 })
 
+CHAT_TO_RESPONSES: Final[Mapping[DropName, str]] = MappingProxyType({
+    "stop": "stop sequences: the Responses API has none",
+    "max_tokens": "the output cap, at the ChatGPT (Codex) backend, which refuses "
+                  "`max_output_tokens`",
+    "temperature": "at the ChatGPT (Codex) backend, which refuses sampling settings",
+    "top_p": "at the ChatGPT (Codex) backend, which refuses sampling settings",
+    "user": "end-user ids and request metadata, at the ChatGPT (Codex) backend",
+    "metadata": "request metadata, at the ChatGPT (Codex) backend",
+    "service_tier": "processing tiers, at the ChatGPT (Codex) backend",
+    "store": "`store: true`: claudex keeps no conversation state, so every request is whole "
+             "and sent with `store: false`",
+    "n": "more than one choice: a response has one output",
+    "logprobs": "token log probabilities (the Responses API has them under `include`, not "
+                "translated)",
+    "logit_bias": "no counterpart",
+    "presence_penalty": "no counterpart",
+    "frequency_penalty": "no counterpart",
+    "seed": "no counterpart",
+    "audio": "audio output, or an earlier assistant turn's audio reference",
+    "modalities": "output modalities other than text",
+    "prediction": "predicted outputs",
+    "web_search_options": "Chat's built-in web search options",
+    "functions": "the legacy `functions` list (use `tools`)",
+    "function_call": "the legacy `function_call`, top level or in an assistant turn",
+    "function_messages": "messages of the legacy `function` role",
+    "non_function_tools": "tools other than functions (custom tools)",
+    "non_function_tool_calls": "tool calls other than function calls in the history",
+    "tool_choice": "a tool_choice with no tools to choose from, or an allowed_tools subset",
+    "reasoning_content": "reasoning text of earlier assistant turns (DeepSeek style)",
+    "input_audio": "audio input",
+    "file": "a file part with neither data nor a file id",
+    "image_url": "an image part without a URL",
+    "malformed": "an entry that is not an object (validation normally refuses it first)",
+    "unknown_role": "a message whose role the Responses API has no counterpart for",
+})
+
 UNKNOWN_NAME_LIMIT = 64
-_LISTED: Final[frozenset[str]] = frozenset(ANTHROPIC_TO_OPENAI) | frozenset(OPENAI_TO_ANTHROPIC)
+_LISTED: Final[frozenset[str]] = (frozenset(ANTHROPIC_TO_OPENAI) | frozenset(OPENAI_TO_ANTHROPIC)
+                                  | frozenset(CHAT_TO_RESPONSES))
 
 
 def listed(name: str) -> bool:
     """Whether `name` is a row of a table (not a client's key named by `Drops.unknown`)."""
-    return name in _LISTED
+    return name in _LISTED or name in RESPONSES_TO_OTHERS
 
 
 class Drops:
