@@ -69,13 +69,14 @@ def served_models(name: str, protocol: str) -> tuple[str, ...]:
     """What a test's fake serves (it answers 404 to any other model, as real providers do): its
     defaults, the `default_model` that `profile_toml` gives its profile, and for an OpenAI fake
     the model `openai_body` asks for. An Anthropic fake serves every `claude-` name too."""
-    extra = ("gpt-4o",) if protocol == "openai" else ()
+    extra = ("gpt-4o",) if protocol in ("openai", "responses") else ()
     return (*default_models(name, protocol), f"{name}-model", *extra)  # type: ignore[arg-type]
 
 
 def profile_toml(name: str, fake: FakeProvider, *, backups: Iterable[str] = (),
                  extra: str = "") -> str:
-    provider_type = "DirectAnthropic" if fake.protocol == "anthropic" else "OpenAICompatible"
+    provider_type = {"anthropic": "DirectAnthropic", "openai": "OpenAICompatible",
+                     "responses": "OpenAIResponses"}[fake.protocol]
     backup_list = ", ".join(f'"{b}"' for b in backups)
     return f"""
 [[profiles]]

@@ -9,6 +9,8 @@ Routes:
     anthropic   POST /v1/messages (JSON, or SSE with "stream": true)
                 POST /v1/messages/count_tokens, GET /v1/models
     openai      POST /v1/chat/completions (JSON or SSE), GET /v1/models
+    responses   POST /v1/responses (JSON or SSE; `chatgpt` switches on the ChatGPT backend's
+                rules, `claudex.demo.fake_responses`), GET /v1/models
     control     GET /_fake/state, GET /_fake/requests, POST /_fake/fault {"mode": ..., ...},
                 POST /_fake/reset
 
@@ -43,6 +45,7 @@ from claudex.demo import thinking_rules
 from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
 from claudex.demo.fake_replies import BadRequest, Protocol
+from claudex.demo.fake_responses import ChatGPTRules, as_chat_request, chatgpt_refusal
 from claudex.demo.fake_streams import ReplyWriter, drop
 from claudex.demo.faults import (
     FAULTS_FOR_MODELS,
@@ -53,6 +56,7 @@ from claudex.demo.faults import (
 )
 from claudex.demo.listener import SwitchableListener
 from claudex.demo.recording import RecordedRequest, parse_json_body, presented_tokens
+from claudex.demo.replies_responses import responses_object
 
 __all__ = [
     "FakeProvider",
@@ -67,7 +71,7 @@ __all__ = [
     "stop_fakes",
 ]
 
-RouteKind = Literal["messages", "count_tokens", "chat", "models"]
+RouteKind = Literal["messages", "count_tokens", "chat", "responses", "models"]
 _ANTHROPIC_MODELS: Final = ("claude-sonnet-4-5", "claude-opus-4-1", "claude-haiku-4-5")
 
 
@@ -84,6 +88,10 @@ _ROUTES: Final[dict[str, dict[str, tuple[str, RouteKind]]]] = {
     },
     "openai": {
         "/v1/chat/completions": ("POST", "chat"),
+        "/v1/models": ("GET", "models"),
+    },
+    "responses": {
+        "/v1/responses": ("POST", "responses"),
         "/v1/models": ("GET", "models"),
     },
 }
@@ -114,7 +122,8 @@ class FakeProvider:
         max_recorded: int = 10_000,
     ) -> None:
         if protocol not in _ROUTES:
-            raise ValueError(f"protocol must be 'anthropic' or 'openai', not {protocol!r}")
+            raise ValueError(
+                f"protocol must be 'anthropic', 'openai' or 'responses', not {protocol!r}")
         self.name = name
         self.protocol: Protocol = protocol
         self.host = host
@@ -133,6 +142,10 @@ class FakeProvider:
         """Anthropic fakes keep Anthropic's thinking rules (`claudex.demo.thinking_rules`):
         they sign the thinking they answer with this key and refuse thinking blocks they did
         not sign. None: no thinking rules."""
+        self.chatgpt: ChatGPTRules | None = None
+        """A Responses fake with these set behaves as the ChatGPT (Codex subscription)
+        backend: its account header, `store: false`, streaming only, no output cap or
+        sampling settings (`claudex.demo.fake_responses`)."""
         self.stream_delay_ms = stream_delay_ms
         """Pause between SSE events (0: the whole stream in one write)."""
         self.max_recorded = max_recorded
@@ -397,6 +410,10 @@ class FakeProvider:
             token in faults.valid_tokens for token in presented_tokens(headers)
         ):
             return self._writer.error("auth")
+        if kind == "responses" and self.chatgpt is not None:
+            refused = chatgpt_refusal(self.chatgpt, headers, body)
+            if refused is not None:
+                return self._writer.json(*refused)
         mode = self._take_fault(kind)
         if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
             return drop(request)
@@ -416,10 +433,11 @@ class FakeProvider:
         if mode == "stream_error" and not streaming:
             return self._writer.error("overloaded")
         try:
+            # A Responses request is planned from its Chat form (the same knobs and scripts).
             reply = replies.plan_reply(
-                self.protocol,
+                "openai" if kind == "responses" else self.protocol,
                 self.name,
-                body,
+                as_chat_request(body) if kind == "responses" else body,
                 len(raw),
                 self._writer.next_id(),
                 needs_max_tokens=kind == "messages",
@@ -435,6 +453,8 @@ class FakeProvider:
             return await self._writer.stream(request, reply, body, mode)
         if self.protocol == "anthropic":
             return self._writer.json(200, replies.anthropic_message(reply))
+        if self.protocol == "responses":
+            return self._writer.json(200, responses_object(reply, int(time.time())))
         return self._writer.json(200, replies.openai_completion(reply, int(time.time())))
 
     def _record(

@@ -58,7 +58,8 @@ __all__ = [
     "plan_reply",
 ]
 
-Protocol = Literal["anthropic", "openai"]
+# "responses": errors have Chat Completions' shape; its bodies are `replies_responses`.
+Protocol = Literal["anthropic", "openai", "responses"]
 
 MAX_EVENTS: Final = 100_000
 _EVENTS_KNOB = re.compile(r"\bevents:(\d{1,9})\b")  # more digits than that: not a knob
@@ -116,7 +117,8 @@ def plan_reply(
     if key is not None and (refused := thinking_rules.refusal(body, key)) is not None:
         raise BadRequest(refused)
     prompt = _last_user_text(messages[-1])
-    step = scripted.next_step(protocol, body, reply_id)  # a claudex-e2e script, if any
+    step = scripted.next_step("anthropic" if protocol == "anthropic" else "openai", body,
+                                reply_id)  # a claudex-e2e script, if any
     tool_call = _tool_call(protocol, body, prompt, reply_id) if step is None else step.tool_call
     words: tuple[str, ...] = ()
     if tool_call is None:

@@ -20,6 +20,7 @@ from claudex.demo import fake_replies as replies
 from claudex.demo.fake_replies import ErrorKind
 from claudex.demo.faults import Fault, FaultState
 from claudex.demo.recording import presented_tokens
+from claudex.demo.replies_responses import responses_stream
 
 if TYPE_CHECKING:
     from claudex.demo.fake_provider import FakeProvider
@@ -81,6 +82,8 @@ class ReplyWriter:
         provider = self._provider
         if provider.protocol == "anthropic":
             parts = replies.anthropic_stream(reply)
+        elif provider.protocol == "responses":
+            parts = responses_stream(reply, int(time.time()))
         else:
             options = body.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
