@@ -15,6 +15,7 @@ from claudex.providers.translate.drops import (
     ANTHROPIC_TO_OPENAI,
     CHAT_TO_RESPONSES,
     OPENAI_TO_ANTHROPIC,
+    RESPONSES_TO_OTHERS,
     UNKNOWN_NAME_LIMIT,
     DropName,
     listed,
@@ -24,8 +25,9 @@ from claudex.providers.validation import InvalidRequest, check_top_level
 
 def test_the_tables_and_the_type_of_names_agree() -> None:
     assert set(get_args(DropName)) == (set(ANTHROPIC_TO_OPENAI) | set(OPENAI_TO_ANTHROPIC)
-                                       | set(CHAT_TO_RESPONSES))
-    for table in (ANTHROPIC_TO_OPENAI, OPENAI_TO_ANTHROPIC, CHAT_TO_RESPONSES):
+                                       | set(CHAT_TO_RESPONSES) | set(RESPONSES_TO_OTHERS))
+    for table in (ANTHROPIC_TO_OPENAI, OPENAI_TO_ANTHROPIC, CHAT_TO_RESPONSES,
+                  RESPONSES_TO_OTHERS):
         for name, why in table.items():
             assert " " not in name and len(name) <= 24, name   # short, log-friendly
             assert why.strip(), name

@@ -236,10 +236,15 @@ class Exchange:
             url = openai.chat_url(self.profile.base_url)
         return with_query(url, "" if self.translating else self.req.query, self._query)
 
+    # How a Responses client's answer comes back (set with the body; `_responses_client_body`).
+    _responses: tr.ResponsesRequest | None = None
+
     def body(self) -> bytes:
         """The request body for this provider. Raises InvalidRequest when the client's request
         is malformed in a way only translation notices (nothing is sent anywhere then)."""
         try:
+            if self.client == "responses":
+                return self._responses_client_body()
             return self._body()
         except InvalidRequest:
             raise
@@ -255,9 +260,6 @@ class Exchange:
 
     def _body(self) -> bytes:
         req, profile = self.req, self.profile
-        if self.client == "responses":
-            # Until the Responses client side lands: never send another protocol's body.
-            raise NotImplementedError("Responses clients are not translated yet")
         if self.upstream == "responses":
             return self._responses_body()
         if self.translating:
@@ -328,6 +330,11 @@ class Exchange:
     def answer(self, payload: bytes) -> bytes:
         """A successful JSON answer in the client's protocol. Raises ValueError when the
         upstream sent something that is not a JSON object."""
+        if self.client == "responses" and self.translating:
+            return self._responses_client_answer(payload)
+        if self.client == "responses" and self.upstream_streams and not self.req.stream:
+            # The ChatGPT backend streamed for a client that asked for JSON.
+            return _dumps(from_responses.collect_stream(payload))
         if not self.translating:
             if self.upstream == "anthropic" and self.signatures is not None:
                 self.signatures.remember_answer(self.profile.name, payload)
@@ -357,6 +364,8 @@ class Exchange:
         return tr.translate_error(status, payload, source=self.upstream, target=self.client)
 
     def stream_codec(self) -> StreamCodec:
+        if self.client == "responses":
+            return self._responses_client_stream()
         if not self.translating:
             if self.upstream == "openai":
                 return _Relay(openai.tail_scanner())
@@ -380,4 +389,56 @@ class Exchange:
     def sse_error(self, message: str) -> bytes:
         if self.client == "anthropic":
             return anthropic.sse_error(message)
+        if self.client == "responses":
+            return tr.responses_failed_event(message)
         return openai.sse_error(message)
+
+    # -- a Responses client (Codex CLI, client.responses) ----------------------------------------
+
+    def _responses_client_body(self) -> bytes:
+        req = self.req
+        if self.upstream == "responses":
+            # Same protocol: the client's bytes, re-encoded only when the model, the output
+            # cap or the profile's strip_params change something.
+            changes: dict[str, Any] = {}
+            if self.model is not None and self.model != req.model:
+                changes["model"] = self.model
+            cap, asked = self.max_tokens_cap, req.body.get("max_output_tokens")
+            if cap is not None and isinstance(asked, int) and asked > cap:
+                changes["max_output_tokens"] = cap
+            if self.chatgpt:
+                # That backend stores nothing, and takes only streamed, unstored requests.
+                tr.refuse_stateful(req.body)
+                if req.body.get("stream") is not True:
+                    changes["stream"] = True
+                if req.body.get("store") is not False:
+                    changes["store"] = False
+            if not changes and not any(k in req.body for k in self.profile.strip_params):
+                return req.raw
+            body = {**req.body, **changes}
+            self.dropped += self._strip(body)
+            return _dumps(body)
+        plan = tr.responses_request(req.body, target=self.upstream, model=self.model,
+                                    max_tokens_cap=self.max_tokens_cap)
+        self._responses = plan
+        self.dropped = plan.dropped + self._strip(plan.body)
+        if plan.dropped and log.isEnabledFor(logging.DEBUG):
+            log.debug("%s: not translated to %s: %s", self.profile.name, self.upstream,
+                      ", ".join(plan.dropped))
+        return _dumps(plan.body)
+
+    def _responses_plan(self) -> tr.ResponsesRequest:
+        if self._responses is None:  # the body is always built first
+            raise RuntimeError("the request body was not built")
+        return self._responses
+
+    def _responses_client_answer(self, payload: bytes) -> bytes:
+        body = json.loads(payload)
+        if not isinstance(body, dict):
+            raise ValueError("upstream answer is not a JSON object")
+        return _dumps(self._responses_plan().answer(body, model=self.model))
+
+    def _responses_client_stream(self) -> StreamCodec:
+        if self.upstream == "responses":
+            return _Relay(responses.tail_scanner())
+        return self._responses_plan().stream(model=self.model)

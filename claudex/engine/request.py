@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from claudex.config.model import Protocol
 
-Endpoint = Literal["messages", "count_tokens", "chat"]
+Endpoint = Literal["messages", "count_tokens", "chat", "responses"]
 
 
 @dataclass

@@ -14,10 +14,13 @@ from claudex.engine.ledger import Ledger
 from claudex.engine.request import Attempt, ForwardResult
 from claudex.engine.secrets import SCRUBBER
 from claudex.engine.transport import UpstreamResponse
-from claudex.providers import anthropic, openai
+from claudex.providers import anthropic, openai, responses
 from claudex.providers.sse import CommitWatcher, StreamSignal
 
 log = logging.getLogger("claudex.proxy")
+# The commit rule reads the client's protocol: the watcher sees what the client will get.
+_SIGNALS = {"anthropic": anthropic.signal, "openai": openai.signal,
+            "responses": responses.signal}
 
 
 async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse,
@@ -25,8 +28,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     """Hold the stream until its first content event; None (after recording why) to fail over."""
     name = ledger.rt.name
     codec = exchange.stream_codec()
-    watcher = CommitWatcher(anthropic.signal if exchange.client == "anthropic"
-                            else openai.signal)
+    watcher = CommitWatcher(_SIGNALS[exchange.client])
     held: list[bytes] = []
     chunks = resp.chunks().__aiter__()
 

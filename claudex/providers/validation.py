@@ -33,7 +33,7 @@ from typing import Any, Literal
 from claudex.providers import anthropic, openai
 
 PathPart = str | int
-Kind = Literal["missing", "type", "minimum", "empty", "value", "extra", "nesting"]
+Kind = Literal["missing", "type", "minimum", "empty", "value", "extra", "nesting", "stateful"]
 
 # What a field should be, as each API names it.
 _ANTHROPIC_EXPECTED = {
@@ -62,7 +62,13 @@ _OPENAI_CODES: dict[Kind, str] = {
     "value": "invalid_value",
     "extra": "unknown_parameter",
     "nesting": "invalid_request_body",
+    "stateful": "unsupported_parameter",
 }
+# claudex keeps no conversation state: a Responses request pointing at stored history
+# (`previous_response_id`, `conversation`) cannot be answered by a provider that lacks it.
+_STATEFUL = ("claudex keeps no conversation history, so '{param}' cannot be honoured by this "
+             "provider; send the whole conversation in 'input' (with store: false, as Codex CLI "
+             "does).")
 _NESTING = "Request body is nested too deeply."
 
 
@@ -101,6 +107,8 @@ class Problem:
     def anthropic_message(self) -> str:
         if self.kind == "nesting":
             return _NESTING
+        if self.kind == "stateful":
+            return _STATEFUL.format(param=self.openai_param)
         where = ".".join(str(p) for p in self.path)
         if self.kind == "missing":
             what = "Field required"
@@ -137,6 +145,8 @@ class Problem:
         param = self.openai_param
         if self.kind == "nesting":
             return _NESTING
+        if self.kind == "stateful":
+            return _STATEFUL.format(param=param)
         if self.kind == "missing":
             return f"Missing required parameter: '{param}'."
         if self.kind == "type":
@@ -241,7 +251,12 @@ _OPENAI_OPTIONAL = (
 def check_top_level(protocol: Literal["anthropic", "openai", "responses"], endpoint: str,
                     body: dict[str, Any]) -> None:
     """The fields the proxy reads and the translators take as given. `endpoint` is
-    "messages", "count_tokens" or "chat". Raises InvalidRequest."""
+    "messages", "count_tokens", "chat" or "responses". Raises InvalidRequest."""
+    if protocol == "responses":
+        # Imported here: that module builds on this one's helpers.
+        from claudex.providers.validation_responses import check_responses_top_level
+        check_responses_top_level(body)
+        return
     required_field(body, "model", "string")
     if not required_field(body, "messages", "list"):
         raise fail(("messages",), "empty")

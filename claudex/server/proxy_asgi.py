@@ -32,6 +32,7 @@ ROUTES: dict[str, tuple[Protocol, Endpoint]] = {
     "v1/messages": ("anthropic", "messages"),
     "v1/messages/count_tokens": ("anthropic", "count_tokens"),
     "v1/chat/completions": ("openai", "chat"),
+    "v1/responses": ("responses", "responses"),  # Codex CLI, the openai SDK's client.responses
 }
 
 

@@ -26,6 +26,14 @@ from claudex.providers.translate.responses import (
     anthropic_to_openai_response,
     openai_to_anthropic_response,
 )
+from claudex.providers.translate.responses_client import (
+    ResponsesRequest,
+    refuse_stateful,
+    responses_request,
+)
+from claudex.providers.translate.responses_client_stream import (
+    failed_event as responses_failed_event,
+)
 from claudex.providers.translate.streams import AnthropicToOpenAIStream, OpenAIToAnthropicStream
 from claudex.providers.translate.tokens import estimate_input_tokens
 from claudex.providers.translate.tools import ToolNameMap
@@ -34,6 +42,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "AnthropicToOpenAIStream",
     "OpenAIToAnthropicStream",
+    "ResponsesRequest",
     "ToolNameMap",
     "Translated",
     "anthropic_models_to_openai",
@@ -45,5 +54,8 @@ __all__ = [
     "openai_models_to_anthropic",
     "openai_to_anthropic_request",
     "openai_to_anthropic_response",
+    "refuse_stateful",
+    "responses_failed_event",
+    "responses_request",
     "translate_error",
 ]
