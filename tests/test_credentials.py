@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import os
@@ -374,9 +375,13 @@ async def test_codex_refresh_uses_its_client_id_and_keeps_other_keys(
         "id_token": "id2",
         "account_id": "acct",
     }
-    assert written["last_refresh"] == "2025-01-01T00:00:00Z" and written["OPENAI_API_KEY"] is None
+    # last_refresh is now, as Codex CLI writes it after a refresh (its refresh-ahead rule).
+    assert written["last_refresh"] == "2025-06-15T15:06:40Z"  # CLOCK.wall()
+    assert written["OPENAI_API_KEY"] is None
     auth = await creds.auth_headers()
     assert auth is not None and auth.token == "codex-new-1234" and auth.beta is None
+    assert auth.headers == {"authorization": "Bearer codex-new-1234",
+                            "chatgpt-account-id": "acct", "originator": "codex_cli_rs"}
 
 
 async def test_profile_client_id_overrides_the_default(
@@ -752,3 +757,40 @@ def test_unserialisable_data_leaves_the_old_file_and_no_temp(tmp_path: Path) -> 
 def test_auth_headers_repr_masks_the_token() -> None:
     auth = AuthHeaders({"authorization": f"Bearer {ACCESS}"}, ACCESS, "oauth-2025-04-20")
     assert ACCESS not in repr(auth) and "…aaaa" in repr(auth)
+
+
+def _jwt(claims: dict[str, Any]) -> str:
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
+    return f"eyJhbGciOiJub25lIn0.{body}.sig"
+
+
+@pytest.mark.parametrize(("tokens", "last_refresh", "refreshes"), [
+    # Codex CLI's rules: an access token whose JWT exp has passed ...
+    ({"access_token": _jwt({"exp": 1_749_999_000})}, None, True),
+    ({"access_token": _jwt({"exp": 1_760_000_000})}, "2020-01-01T00:00:00Z", False),
+    # ... else a last_refresh more than 8 days old.
+    ({"access_token": "opaque-token-1234"}, "2025-06-01T00:00:00Z", True),
+    ({"access_token": "opaque-token-1234"}, "2025-06-14T00:00:00Z", False),
+    ({"access_token": "opaque-token-1234"}, None, False),
+])
+async def test_codex_token_is_refreshed_ahead_by_codex_clis_rule(
+    tmp_path: Path, endpoint: TokenEndpoint, tokens: dict[str, Any], last_refresh: str | None,
+    refreshes: bool
+) -> None:
+    endpoint.answer = {"access_token": "codex-new-1234", "refresh_token": "rt-2"}
+    doc: dict[str, Any] = {"tokens": {**tokens, "refresh_token": "rt-1", "account_id": "a"}}
+    if last_refresh is not None:
+        doc["last_refresh"] = last_refresh
+    path = write_doc(tmp_path / "auth.json", doc)
+    profile = Profile("codex", "OpenAIResponses", "https://chatgpt.com/backend-api/codex",
+                      auth_type="oauth", oauth_provider="codex", credentials_file=str(path),
+                      token_url=endpoint.url)
+    auth = await make(profile).auth_headers()
+    assert auth is not None
+    assert (auth.token == "codex-new-1234") is refreshes
+    assert len(endpoint.posts) == (1 if refreshes else 0)
+    if refreshes:
+        written = json.loads(path.read_text())
+        assert written["tokens"]["refresh_token"] == "rt-2"
+        assert written["last_refresh"] == "2025-06-15T15:06:40Z"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600

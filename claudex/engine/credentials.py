@@ -63,6 +63,7 @@ __all__ = [
 log = logging.getLogger("claudex.credentials")
 
 OAUTH_BETA = "oauth-2025-04-20"
+CODEX_ORIGINATOR = "codex_cli_rs"
 NEEDS_LOGIN = "needs login"
 # A token this close to its expiry is refreshed before use.
 EXPIRY_MARGIN_SECONDS = 60.0
@@ -221,7 +222,13 @@ class Credentials:
             return AuthHeaders({}, secret)
         if self._kind == "key" and self._profile.provider_type == "DirectAnthropic":
             return AuthHeaders({"x-api-key": secret}, secret)
-        return AuthHeaders({"authorization": f"Bearer {secret}"}, secret, self._beta)
+        headers = {"authorization": f"Bearer {secret}"}
+        if token.account_id:
+            # A ChatGPT (Codex) login: the backend wants the account, and Codex CLI's
+            # originator (codex-rs/codex-api/src/auth.rs, codex-rs/login/.../default_client.rs).
+            headers["chatgpt-account-id"] = token.account_id
+            headers["originator"] = CODEX_ORIGINATOR
+        return AuthHeaders(headers, secret, self._beta)
 
     def _wants_early_refresh(self, token: OAuthToken) -> bool:
         return token.expires_within(

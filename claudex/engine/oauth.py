@@ -10,12 +10,17 @@ token, for `credentials.py` to turn into its public errors:
 
 Two file formats are understood: Claude Code's `~/.claude/.credentials.json`
 (`claudeAiOauth.accessToken/refreshToken/expiresAt`, the expiry in epoch milliseconds) and the
-Codex CLI's `~/.codex/auth.json` (`tokens.access_token/refresh_token`).
+Codex CLI's `~/.codex/auth.json` (`tokens.access_token/refresh_token/account_id` and the top-level
+`last_refresh`). Codex CLI (codex-rs/login/src/auth/manager.rs) refreshes its token ahead of
+use when the access token's JWT `exp` has passed or, failing that, when `last_refresh` is more
+than 8 days old, and writes every refresh back with the new refresh token (they are single-use)
+and `last_refresh` set to now; claudex follows the same rules so both can share one file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
@@ -64,6 +69,8 @@ class OAuthToken:
     access_token: str = field(repr=False)
     refresh_token: str | None = field(default=None, repr=False)
     expires_at: float | None = None  # epoch seconds; None when the source does not say
+    # The ChatGPT account a Codex login belongs to (sent as `chatgpt-account-id`).
+    account_id: str | None = None
 
     def expires_within(self, now: float, margin: float) -> bool:
         return self.expires_at is not None and self.expires_at - now <= margin
@@ -140,7 +147,14 @@ class CodexFormat(OAuthFormat):
             if key in section:
                 expires_at = _epoch_seconds(section[key])
                 break
-        return OAuthToken(access, _optional_string(section, "refresh_token"), expires_at)
+        if expires_at is None:
+            expires_at = jwt_expiry(access)
+        if expires_at is None and isinstance(doc, dict):
+            # Codex CLI's own rule when the token says nothing: refresh after 8 days.
+            last = _epoch_seconds(doc.get("last_refresh"))
+            expires_at = None if last is None else last + CODEX_REFRESH_AFTER_SECONDS
+        return OAuthToken(access, _optional_string(section, "refresh_token"), expires_at,
+                          _optional_string(section, "account_id"))
 
     def updated(self, doc: object, grant: GrantResult, now: float) -> dict[str, Any]:
         new_doc = _copy_object(doc)
@@ -156,10 +170,30 @@ class CodexFormat(OAuthFormat):
                 if key in section:
                     section[key] = _same_unit(section[key], now + grant.expires_in)
         new_doc[self._section] = section
+        # As Codex CLI writes it (RFC 3339, UTC): its refresh-ahead rule reads this.
+        new_doc["last_refresh"] = datetime.fromtimestamp(now, UTC).isoformat().replace(
+            "+00:00", "Z")
         return new_doc
 
 
 FORMATS: dict[str, OAuthFormat] = {"claude": ClaudeFormat(), "codex": CodexFormat()}
+
+# Codex CLI's TOKEN_REFRESH_INTERVAL (8 days, codex-rs/login/src/auth/manager.rs).
+CODEX_REFRESH_AFTER_SECONDS = 8 * 24 * 3600.0
+
+
+def jwt_expiry(token: str) -> float | None:
+    """The `exp` claim of a JWT access token (read, not verified: only to refresh in time),
+    or None when the token is no JWT or has none."""
+    parts = token.split(".")
+    if len(parts) != 3 or not parts[1] or len(parts[1]) > 8192:
+        return None
+    padded = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(padded))
+    except (ValueError, RecursionError):  # binascii.Error and bad JSON are ValueErrors
+        return None
+    return _positive_number(claims.get("exp")) if isinstance(claims, dict) else None
 
 
 def read_token_file(fmt: OAuthFormat, path: Path) -> tuple[OAuthToken, dict[str, Any]]:
