@@ -23,8 +23,9 @@ screenshots: $(STAMP)  ## render screenshots/*.svg and .png from real demo state
 test: $(STAMP)  ## run the whole test suite
 	$(BIN)/pytest -q
 
-e2e: $(STAMP)  ## the real Claude Code (pinned; npm into ~/.cache/claudex-e2e) through claudex serve
+e2e: $(STAMP)  ## the real Claude Code and Codex CLI (pinned; npm into ~/.cache/claudex-e2e) through claudex serve
 	$(BIN)/python -m e2e.claude_code >/dev/null
+	$(BIN)/python -m e2e.codex_cli >/dev/null
 	$(BIN)/pytest -q e2e
 
 lint: $(STAMP)  ## ruff and mypy (strict)

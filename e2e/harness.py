@@ -147,7 +147,8 @@ class World:
     def profile(self, name: str, fake: FakeProvider, *, backups: Sequence[str] = (),
                 default_model: str | None = None, max_tokens: int | None = None,
                 extra: str = "") -> None:
-        provider_type = "DirectAnthropic" if fake.protocol == "anthropic" else "OpenAICompatible"
+        provider_type = {"anthropic": "DirectAnthropic", "openai": "OpenAICompatible",
+                         "responses": "OpenAIResponses"}[fake.protocol]
         lines = ["[[profiles]]", f'name = "{name}"', f'provider_type = "{provider_type}"',
                  f'base_url = "{fake.base_url}"', 'api_key_env = "E2E_UPSTREAM_KEY"',
                  f"backup_providers = {json.dumps(list(backups))}"]

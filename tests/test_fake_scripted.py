@@ -130,3 +130,17 @@ async def test_a_fake_answers_the_script_in_its_protocol_streamed_too(
         recorded = await http.get(f"{o.base_url.removesuffix('/v1')}/_fake/requests")
         assert [r["status"] for r in recorded.json()["requests"]] == [200, 200, 404]
         assert [r.status for r in a.requests] == [200]
+
+
+def test_codex_cli_shell_and_its_environment_message_first() -> None:
+    # Codex CLI puts its environment context in a user message before the prompt, and its
+    # shell is exec_command taking `cmd`.
+    body = {"messages": [
+        {"role": "system", "content": "You are Codex."},
+        {"role": "user", "content": "<environment_context>cwd</environment_context>"},
+        {"role": "user", "content": script_prompt("cdx", [("Bash", "echo hi")])}],
+        "tools": [{"type": "function", "function": {"name": "exec_command"}}]}
+    step = next_step("openai", body, "r1")
+    assert step is not None and step.tool_call is not None
+    assert step.tool_call.name == "exec_command"
+    assert json.loads(step.tool_call.arguments) == {"cmd": "echo hi"}

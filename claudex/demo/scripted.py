@@ -32,6 +32,8 @@ from claudex.demo.replies_common import ToolCall, dumps
 __all__ = ["MARKER", "Step", "next_step", "script_prompt"]
 
 MARKER: Final = "claudex-e2e:"
+CODEX_SHELL: Final = "exec_command"
+"""Codex CLI's shell tool: a `Bash` step calls it when the request offers no `Bash`."""
 _MARKER_RE: Final = re.compile(re.escape(MARKER) + r"([A-Za-z0-9_-]{1,64})")
 _STEP_RE: Final = re.compile(r"^step: (Write|Bash) (.+)$", re.MULTILINE)
 _TOOL_ERROR: Final = "<tool_use_error>"  # how Claude Code marks a failed tool's result
@@ -64,12 +66,15 @@ def next_step(protocol: Protocol, body: dict[str, Any], reply_id: str) -> Step |
     messages = body.get("messages")
     if not isinstance(messages, list):
         return None
-    first = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), None)
-    if first is None:
-        return None
-    text = "\n".join(_texts(first.get("content")))
-    marker = _MARKER_RE.search(text)
-    if marker is None:
+    # The first user message holding the marker: Codex CLI sends its environment context as
+    # a user message before the prompt.
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = "\n".join(_texts(message.get("content")))
+            marker = _MARKER_RE.search(text)
+            if marker is not None:
+                break
+    else:
         return None
     offered = _offered_tool_names(protocol, body.get("tools"))
     if not offered:
@@ -83,6 +88,10 @@ def next_step(protocol: Protocol, body: dict[str, Any], reply_id: str) -> Step |
     if done >= len(steps):
         return _say("done", token)
     tool, argument = steps[done]
+    if tool == "Bash" and tool not in offered and CODEX_SHELL in offered:
+        # Codex CLI's shell: `exec_command` with a `cmd` string (0.171.0).
+        return Step(ToolCall(id="call_" + reply_id, name=CODEX_SHELL,
+                             arguments=dumps({"cmd": argument.strip()})))
     if tool not in offered:
         return _say("script error: the request offers no", tool, "tool; it offers",
                     ", ".join(sorted(offered)) + ".")
