@@ -56,10 +56,14 @@ def test_example_file_loads_with_design_defaults() -> None:
     assert config.breaker == BreakerSettings()
     assert config.retry == RetrySettings()
     assert config.health.enabled and config.health.interval_seconds == 30
-    assert [p.name for p in config.profiles] == ["claude", "grok", "deepseek", "claude-oauth"]
+    assert [p.name for p in config.profiles] == ["claude", "grok", "deepseek", "claude-oauth",
+                                                 "codex"]
     assert config.default_profile is not None and config.default_profile.name == "claude"
 
-    claude, grok, deepseek, oauth = config.profiles
+    claude, grok, deepseek, oauth, codex = config.profiles
+    assert (codex.provider_type, codex.protocol, codex.oauth_provider, codex.enabled) == (
+        "OpenAIResponses", "responses", "codex", False)
+    assert codex.problem == "credentials file ~/.codex/auth.json not found"
     assert claude.auth_type == "passthrough" and claude.problem is None
     assert claude.backup_providers == ("grok", "deepseek")
     assert grok.problem == "environment variable XAI_API_KEY is not set"
