@@ -9,6 +9,9 @@ changes the world mid-session (a fault switched on at the primary, the primary b
 
 from __future__ import annotations
 
+import json
+
+from claudex.demo.fake_responses import ChatGPTRules
 from e2e.checks import (
     assert_anthropic_upstream,
     assert_loop_completed,
@@ -177,3 +180,47 @@ async def test_the_refusing_proxy_catches_what_would_leave_the_machine(world: Wo
     attempts = world.proxy_attempts()
     assert attempts and {(a.method, a.target) for a in attempts} == \
         {("CONNECT", "api.anthropic.com:443")}, attempts
+
+
+async def test_tool_loop_through_a_chatgpt_subscription_profile(world: World) -> None:
+    """An OpenAIResponses profile on a Codex CLI login (auth.json in the isolated home) against
+    a fake ChatGPT backend that enforces that backend's rules: Bearer token and account id,
+    `store: false`, streaming only, no max_output_tokens or sampling settings."""
+    backend = await world.fake("chatgpt", "responses", strict_models=False)
+    backend.chatgpt = ChatGPTRules(account_id="acct-e2e")
+    codex_home = world.home / ".codex"
+    codex_home.mkdir()
+    auth_json = codex_home / "auth.json"
+    auth_json.write_text(json.dumps({
+        "OPENAI_API_KEY": None, "last_refresh": "2099-01-01T00:00:00Z",
+        "tokens": {"id_token": "id", "access_token": "e2e-chatgpt-token",
+                   "refresh_token": "e2e-refresh", "account_id": "acct-e2e"}}))
+    auth_json.chmod(0o600)
+    world.profiles.append(
+        '[[profiles]]\nname = "codex"\nprovider_type = "OpenAIResponses"\n'
+        f'base_url = "{backend.base_url}"\ndefault_model = "gpt-5-codex"\n'
+        'auth_type = "oauth"\noauth_provider = "codex"\n')
+    await world.serve()
+    run = await world.claude([("Write", str(world.proof_path())), ("Bash", "echo step-two")],
+                             profile="codex")
+    assert_loop_completed(world, run)
+    assert served_by(world) == ["codex"] * 3, evidence(world, run)
+    assert [r.status for r in backend.requests] == [200] * 3, evidence(world, run)
+    for recorded in backend.requests:
+        body, headers = recorded.json, recorded.headers
+        assert headers["authorization"] == "Bearer e2e-chatgpt-token"
+        assert headers["chatgpt-account-id"] == "acct-e2e"
+        for name in ("x-api-key", "anthropic-beta", "anthropic-version", "x-app"):
+            assert name not in headers, name
+        assert body["model"] == "gpt-5-codex" and body["stream"] is True
+        assert body["store"] is False and "max_output_tokens" not in body
+        kinds = [item.get("type") for item in body["input"]]
+        # Claude Code's system prompt and its system turn as developer messages.
+        assert body["input"][0]["role"] == "developer"
+        assert sum(1 for item in body["input"] if item.get("role") == "developer") >= 2
+        assert "device_id" not in json.dumps(body)
+    # The tool rounds went back as function calls and their outputs, call ids kept.
+    last = backend.requests[-1].json["input"]
+    calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
+    outputs = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
+    assert len(calls) == 2 and calls == outputs, kinds
