@@ -30,6 +30,7 @@ from soak.protocol_check import (
     validate_openai,
     validate_openai_completion,
 )
+from soak.protocol_check_responses import validate_response_object, validate_responses
 from soak.traffic import Exchange
 
 BAD_OUTCOMES: Final = frozenset({"malformed", "lost", "late"})
@@ -69,12 +70,16 @@ def _judge_answer(ex: Exchange) -> Verdict:
                     "a stream without content-type text/event-stream")
             if protocol == "anthropic":
                 summary_error = validate_anthropic(anthropic_events(ex.body)).error
+            elif protocol == "responses":
+                summary_error = validate_responses(ex.body).error
             else:
                 summary_error = validate_openai(ex.body).error
             return Verdict("stream_error" if summary_error else "ok")
         payload = json.loads(ex.body)
         if protocol == "anthropic":
             validate_anthropic_message(payload)
+        elif protocol == "responses":
+            validate_response_object(payload)
         else:
             validate_openai_completion(payload)
         return Verdict("ok")

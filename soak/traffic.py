@@ -18,12 +18,16 @@ from typing import Final
 import aiohttp
 
 PROFILE_WEIGHTS: Final = (("alpha", 5), ("beta", 3), ("gamma", 2))
+# The clients' protocols, equally likely: Claude Code's, Chat Completions', Codex CLI's.
+PROTOCOLS: Final = ("anthropic", "openai", "responses")
+_PATHS: Final = {"anthropic": "v1/messages", "openai": "v1/chat/completions",
+                 "responses": "v1/responses"}
 
 
 @dataclass(frozen=True)
 class RequestSpec:
     id: int
-    protocol: str  # the client's: "anthropic" | "openai"
+    protocol: str  # the client's: "anthropic" | "openai" | "responses"
     profile: str
     stream: bool
 
@@ -32,7 +36,7 @@ class RequestSpec:
         rng = random.Random(seed * 1_000_003 + request_id)
         profiles = [p for p, _ in PROFILE_WEIGHTS]
         weights = [w for _, w in PROFILE_WEIGHTS]
-        return cls(request_id, rng.choice(("anthropic", "openai")),
+        return cls(request_id, rng.choice(PROTOCOLS),
                    rng.choices(profiles, weights)[0], rng.random() < 0.5)
 
     def think_s(self, mean_ms: float) -> float:
@@ -40,14 +44,16 @@ class RequestSpec:
 
     @property
     def path(self) -> str:
-        tail = "v1/messages" if self.protocol == "anthropic" else "v1/chat/completions"
-        return f"/proxy/{self.profile}/{tail}"
+        return f"/proxy/{self.profile}/{_PATHS[self.protocol]}"
 
     def body(self) -> bytes:
         prompt = f"soak-{self.id}: say something short"
         if self.protocol == "anthropic":
             body: dict[str, object] = {"model": "claude-sonnet-4-5", "max_tokens": 64,
                                        "messages": [{"role": "user", "content": prompt}]}
+        elif self.protocol == "responses":
+            body = {"model": "gpt-4o", "input": prompt, "store": False,
+                    "max_output_tokens": 64}
         else:
             body = {"model": "gpt-4o", "messages": [{"role": "user", "content": prompt}]}
         if self.stream:

@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from claudex.demo.scripted import script_prompt
+from soak.protocol_check_responses import validate_responses
 from tests.conftest import build_config, profile_toml
 
 BASH_TOOL = {"type": "function", "name": "Bash", "description": "Run a shell command.",
@@ -151,3 +152,23 @@ async def test_previous_response_id_and_bad_input_refused(fakes: Any,
     assert item.status_code == 400
     assert item.json()["error"]["param"] == "input[0].call_id"
     assert len(f["up"].requests) == before  # nothing was sent
+
+
+@pytest.mark.parametrize("protocol", ["anthropic", "openai"])
+@pytest.mark.parametrize("fault", ["cut", "stream_error"])
+async def test_a_stream_broken_after_commit_ends_in_response_failed(
+        protocol: str, fault: str, fakes: Any, proxy_factory: Any) -> None:
+    f = await fakes(("up", protocol))
+    proxy = await proxy_factory(build_config(profile_toml("up", f["up"])), fakes=f)
+    f["up"].set_fault(fault, cut_after_events=2)
+    answer = await proxy.client.post("/v1/responses", json={
+        "model": "gpt-5", "input": "events:6", "stream": True})
+    assert answer.status_code == 200
+    # The soak's oracle: sequence numbers run on into one response.failed, last.
+    summary = validate_responses(answer.content)
+    assert summary.error is not None and summary.error["message"]
+    client = _client(proxy.url)
+    async with client.responses.stream(model="gpt-5", input="events:6") as stream:
+        kinds = [event.type async for event in stream]
+    assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+    await client.close()

@@ -236,8 +236,10 @@ class Exchange:
             url = openai.chat_url(self.profile.base_url)
         return with_query(url, "" if self.translating else self.req.query, self._query)
 
-    # How a Responses client's answer comes back (set with the body; `_responses_client_body`).
+    # How a Responses client's answer comes back (set with the body; `_responses_client_body`),
+    # and the stream translator made from it.
     _responses: tr.ResponsesRequest | None = None
+    _responses_codec: tr.ResponsesStream | None = None
 
     def body(self) -> bytes:
         """The request body for this provider. Raises InvalidRequest when the client's request
@@ -390,7 +392,11 @@ class Exchange:
         if self.client == "anthropic":
             return anthropic.sse_error(message)
         if self.client == "responses":
-            return tr.responses_failed_event(message)
+            # The translating codec continues its sequence numbers; a relayed stream's are
+            # the upstream's, unknown here.
+            codec = self._responses_codec
+            return codec.fail(message) if codec is not None else \
+                tr.responses_failed_event(message)
         return openai.sse_error(message)
 
     # -- a Responses client (Codex CLI, client.responses) ----------------------------------------
@@ -441,4 +447,5 @@ class Exchange:
     def _responses_client_stream(self) -> StreamCodec:
         if self.upstream == "responses":
             return _Relay(responses.tail_scanner())
-        return self._responses_plan().stream(model=self.model)
+        self._responses_codec = self._responses_plan().stream(model=self.model)
+        return self._responses_codec

@@ -28,6 +28,7 @@ from claudex.providers.translate.responses import (
 )
 from claudex.providers.translate.responses_client import (
     ResponsesRequest,
+    ResponsesStream,
     refuse_stateful,
     responses_request,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "AnthropicToOpenAIStream",
     "OpenAIToAnthropicStream",
     "ResponsesRequest",
+    "ResponsesStream",
     "ToolNameMap",
     "Translated",
     "anthropic_models_to_openai",

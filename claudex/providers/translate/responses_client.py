@@ -54,6 +54,7 @@ from claudex.providers.validation import fail
 from claudex.providers.validation_responses import check_responses_contents
 
 Target = Literal["openai", "anthropic"]
+ResponsesStream = ChatToResponsesStream | AnthropicToResponsesStream
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class ResponsesRequest:
         return chat_to_responses_answer(body, request=self.request, tools=self.tools,
                                         fallback_model=model)
 
-    def stream(self, *, model: str | None) -> ChatToResponsesStream | AnthropicToResponsesStream:
+    def stream(self, *, model: str | None) -> ResponsesStream:
         """The state machine turning the upstream's stream into Responses events."""
         if self.upstream_names is not None:
             return AnthropicToResponsesStream(tools=self.tools,

@@ -232,6 +232,13 @@ class ChatToResponsesStream(StreamTranslator):
         name = "response.completed" if status == "completed" else "response.incomplete"
         return out + self._emit(name, {"response": response})
 
+    def fail(self, message: str) -> bytes:
+        """claudex's own failure event when the upstream broke mid-stream: it continues the
+        sequence numbers the client has seen."""
+        if self._closed or self._error is not None:
+            return b""
+        return self._fail(message)
+
     def _fail(self, message: str) -> bytes:
         self._error = message
         out = self._start(None)
@@ -261,6 +268,9 @@ class AnthropicToResponsesStream:
         inner = self._inner.finish()
         out = self._outer.feed(inner) if inner else b""
         return out + self._outer.finish()
+
+    def fail(self, message: str) -> bytes:
+        return self._outer.fail(message)
 
     @property
     def finished(self) -> bool:
