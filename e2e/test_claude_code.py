@@ -224,3 +224,8 @@ async def test_tool_loop_through_a_chatgpt_subscription_profile(world: World) ->
     calls = [i["call_id"] for i in last if i.get("type") == "function_call"]
     outputs = [i["call_id"] for i in last if i.get("type") == "function_call_output"]
     assert len(calls) == 2 and calls == outputs, kinds
+    # And the model's reasoning of each tool turn went back to it (the fake refuses another
+    # provider's reasoning, and reasoning sent with an id while nothing is stored).
+    reasoning = [i for i in last if i.get("type") == "reasoning"]
+    assert len(reasoning) == 2 and all(
+        r["encrypted_content"].startswith("enc:chatgpt:") for r in reasoning), kinds

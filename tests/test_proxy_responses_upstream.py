@@ -54,9 +54,14 @@ async def test_anthropic_sdk_json_stream_and_tool_loop(fakes: Any, proxy_factory
                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
                                                 "content": "sunny"}]}])
     items = f["codex"].requests[-1].json["input"]
-    assert [i["type"] for i in items[1:]] == ["function_call", "function_call_output"]
-    assert items[1]["call_id"] == items[2]["call_id"] == call.id
-    assert items[2]["output"] == "sunny"
+    # The model's reasoning of the tool turn went back to it, in front of its call (the fake
+    # refuses reasoning it did not make, or one sent with an id while nothing is stored).
+    assert [i["type"] for i in items[1:]] == ["reasoning", "function_call",
+                                              "function_call_output"]
+    assert items[1]["encrypted_content"].startswith("enc:codex:") and "id" not in items[1]
+    assert items[2]["call_id"] == items[3]["call_id"] == call.id
+    assert items[3]["output"] == "sunny"
+    assert f["codex"].requests[-1].status == 200
     await client.close()
 
 
@@ -152,3 +157,42 @@ async def test_a_responses_stream_failing_before_content_fails_over_and_after_is
     events = [line for line in resp.text.split("\n") if line.startswith("event: ")]
     assert events[-1] == "event: error" and "event: message_stop" not in events
     assert "overloaded" in resp.text
+
+
+async def test_reasoning_goes_back_only_to_the_provider_that_made_it(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    """A tool turn served by gpt-5a (with its encrypted reasoning: a gpt-5 model reasons), the
+    next turn at gpt-5b after gpt-5a fails: gpt-5b gets no reasoning (it would refuse
+    another's); back at gpt-5a, its reasoning returns. Streamed, so the reasoning is
+    remembered from the stream."""
+    f = await fakes(("gpt-5a", "responses"), ("gpt-5b", "responses"))
+    config = build_config(profile_toml("gpt-5a", f["gpt-5a"], backups=["gpt-5b"])
+                          + profile_toml("gpt-5b", f["gpt-5b"]))
+    proxy = await proxy_factory(config, fakes=f)
+    client = anthropic.AsyncAnthropic(base_url=proxy.url + "/proxy/gpt-5a", api_key="unused",
+                                      max_retries=0)
+    async with client.messages.stream(
+        model="claude-sonnet-4-5", max_tokens=64, tools=[TOOL],  # type: ignore[list-item]
+        messages=[{"role": "user", "content": "use tool"}],
+    ) as stream:
+        turn = await stream.get_final_message()
+    [call] = [b for b in turn.content if b.type == "tool_use"]
+    history: Any = [{"role": "user", "content": "use tool"},
+                    {"role": "assistant", "content": turn.content},
+                    {"role": "user", "content": [{"type": "tool_result",
+                                                  "tool_use_id": call.id, "content": "ok"}]}]
+    f["gpt-5a"].set_fault("529")
+    await client.messages.create(model="claude-sonnet-4-5", max_tokens=64, tools=[TOOL],  # type: ignore[list-item]
+                                 messages=history)
+    at_two = f["gpt-5b"].requests[-1]
+    assert at_two.status == 200
+    assert not [i for i in at_two.json["input"] if i.get("type") == "reasoning"]
+    f["gpt-5a"].set_fault("ok")
+    await client.messages.create(model="claude-sonnet-4-5", max_tokens=64, tools=[TOOL],  # type: ignore[list-item]
+                                 messages=history)
+    back = f["gpt-5a"].requests[-1]
+    assert back.status == 200
+    [reasoning] = [i for i in back.json["input"] if i.get("type") == "reasoning"]
+    assert reasoning["encrypted_content"].startswith("enc:gpt-5a:")
+    await client.close()

@@ -45,7 +45,13 @@ from claudex.demo import thinking_rules
 from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
 from claudex.demo.fake_replies import BadRequest, Protocol
-from claudex.demo.fake_responses import ChatGPTRules, as_chat_request, chatgpt_refusal
+from claudex.demo.fake_responses import (
+    ChatGPTRules,
+    as_chat_request,
+    chatgpt_refusal,
+    foreign_reasoning,
+    reasoning_for,
+)
 from claudex.demo.fake_streams import ReplyWriter, drop
 from claudex.demo.faults import (
     FAULTS_FOR_MODELS,
@@ -414,6 +420,8 @@ class FakeProvider:
             refused = chatgpt_refusal(self.chatgpt, headers, body)
             if refused is not None:
                 return self._writer.json(*refused)
+        if kind == "responses" and (foreign := foreign_reasoning(self.name, body)):
+            return self._writer.error("invalid_request", foreign)
         mode = self._take_fault(kind)
         if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
             return drop(request)
@@ -454,7 +462,8 @@ class FakeProvider:
         if self.protocol == "anthropic":
             return self._writer.json(200, replies.anthropic_message(reply))
         if self.protocol == "responses":
-            return self._writer.json(200, responses_object(reply, int(time.time())))
+            return self._writer.json(200, responses_object(
+                reply, int(time.time()), reasoning_for(self.name, body, reply.id)))
         return self._writer.json(200, replies.openai_completion(reply, int(time.time())))
 
     def _record(

@@ -17,7 +17,38 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChatGPTRules", "as_chat_request", "chatgpt_refusal"]
+__all__ = ["ChatGPTRules", "as_chat_request", "chatgpt_refusal", "foreign_reasoning",
+           "reasoning_for"]
+
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
+
+
+def reasoning_for(provider: str, body: Any, reply_id: str) -> dict[str, Any] | None:
+    """The reasoning item an answer starts with when the request asks for encrypted
+    reasoning; its content is this fake's own ("enc:NAME:ID"), as a real provider's is bound
+    to the provider that made it."""
+    include = body.get("include") if isinstance(body, dict) else None
+    if not isinstance(include, list) or ENCRYPTED_REASONING not in include:
+        return None
+    return {"type": "reasoning", "id": "rs_" + reply_id, "summary": [],
+            "encrypted_content": f"enc:{provider}:{reply_id}"}
+
+
+def foreign_reasoning(provider: str, body: Any) -> str | None:
+    """Why reasoning items in the input cannot be used here (None: they can, or there are
+    none): another provider's encrypted content, or an id, which names nothing when the
+    provider stores nothing."""
+    items = body.get("input") if isinstance(body, dict) else None
+    for item in items if isinstance(items, list) else ():
+        if not isinstance(item, dict) or item.get("type") != "reasoning":
+            continue
+        if "id" in item and body.get("store") is False:
+            return (f"Item with id '{item['id']}' not found. Items are not persisted when "
+                    "`store` is set to false.")
+        content = item.get("encrypted_content")
+        if not isinstance(content, str) or not content.startswith(f"enc:{provider}:"):
+            return "The encrypted content could not be verified: reasoning from elsewhere."
+    return None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from claudex.demo import fake_replies as replies
 from claudex.demo.fake_replies import ErrorKind
+from claudex.demo.fake_responses import reasoning_for
 from claudex.demo.faults import Fault, FaultState
 from claudex.demo.recording import presented_tokens
 from claudex.demo.replies_responses import responses_stream
@@ -83,7 +84,8 @@ class ReplyWriter:
         if provider.protocol == "anthropic":
             parts = replies.anthropic_stream(reply)
         elif provider.protocol == "responses":
-            parts = responses_stream(reply, int(time.time()))
+            parts = responses_stream(reply, int(time.time()),
+                                     reasoning_for(provider.name, body, reply.id))
         else:
             options = body.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True

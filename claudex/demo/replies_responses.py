@@ -39,11 +39,14 @@ def _response(reply: Reply, created: int, status: str, output: list[dict[str, An
             "store": False}
 
 
-def responses_object(reply: Reply, created: int) -> dict[str, Any]:
-    return _response(reply, created, "completed", _output(reply), _usage(reply))
+def responses_object(reply: Reply, created: int,
+                     reasoning: dict[str, Any] | None = None) -> dict[str, Any]:
+    output = ([reasoning] if reasoning else []) + _output(reply)
+    return _response(reply, created, "completed", output, _usage(reply))
 
 
-def responses_stream(reply: Reply, created: int) -> StreamParts:
+def responses_stream(reply: Reply, created: int,
+                     reasoning: dict[str, Any] | None = None) -> StreamParts:
     sequence = iter(range(1_000_000_000))
 
     def event(kind: str, **fields: Any) -> bytes:
@@ -52,28 +55,34 @@ def responses_stream(reply: Reply, created: int) -> StreamParts:
     pending = _response(reply, created, "in_progress", [], None)
     preamble = [event("response.created", response=pending),
                 event("response.in_progress", response=pending)]
+    if reasoning is not None:  # reasoning first, as the models do: not content
+        preamble += [event("response.output_item.added", output_index=0,
+                           item={**reasoning, "encrypted_content": None}),
+                     event("response.output_item.done", output_index=0, item=reasoning)]
+    at = 1 if reasoning is not None else 0
     [item] = _output(reply)
     if reply.tool_call is not None:
-        opening = [event("response.output_item.added", output_index=0,
+        opening = [event("response.output_item.added", output_index=at,
                          item={**item, "arguments": "", "status": "in_progress"})]
         deltas = [event("response.function_call_arguments.delta", item_id=item["id"],
-                        output_index=0, delta=piece) for piece in reply.argument_deltas]
+                        output_index=at, delta=piece) for piece in reply.argument_deltas]
         closing = [event("response.function_call_arguments.done", item_id=item["id"],
-                         output_index=0, arguments=reply.tool_call.arguments)]
+                         output_index=at, arguments=reply.tool_call.arguments)]
     else:
-        opening = [event("response.output_item.added", output_index=0,
+        opening = [event("response.output_item.added", output_index=at,
                          item={**item, "content": [], "status": "in_progress"}),
-                   event("response.content_part.added", item_id=item["id"], output_index=0,
+                   event("response.content_part.added", item_id=item["id"], output_index=at,
                          content_index=0,
                          part={"type": "output_text", "text": "", "annotations": []})]
-        deltas = [event("response.output_text.delta", item_id=item["id"], output_index=0,
+        deltas = [event("response.output_text.delta", item_id=item["id"], output_index=at,
                         content_index=0, delta=piece) for piece in reply.text_deltas]
-        closing = [event("response.output_text.done", item_id=item["id"], output_index=0,
+        closing = [event("response.output_text.done", item_id=item["id"], output_index=at,
                          content_index=0, text=reply.text),
-                   event("response.content_part.done", item_id=item["id"], output_index=0,
+                   event("response.content_part.done", item_id=item["id"], output_index=at,
                          content_index=0, part=item["content"][0])]
-    closing += [event("response.output_item.done", output_index=0, item=item),
-                event("response.completed", response=responses_object(reply, created))]
+    closing += [event("response.output_item.done", output_index=at, item=item),
+                event("response.completed",
+                      response=responses_object(reply, created, reasoning))]
     error = event("error", code="server_error", message="The server is overloaded.",
                   param=None)
     return StreamParts(preamble=preamble, opening=opening, deltas=deltas, closing=closing,

@@ -19,6 +19,12 @@ from claudex import __version__
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials import AuthHeaders
+from claudex.engine.reasoning_memory import (
+    ReasoningMemory,
+    carry_reasoning,
+    remember_output,
+    stream_listener,
+)
 from claudex.engine.request import ProxyRequest
 from claudex.engine.signatures import SignatureMemory
 from claudex.providers import anthropic, openai, responses
@@ -303,7 +309,15 @@ class Exchange:
         if translated.dropped and log.isEnabledFor(logging.DEBUG):
             log.debug("%s: not translated to responses: %s", profile.name,
                       ", ".join(translated.dropped))
+        carried = carry_reasoning(translated.body, self._reasoning, profile.name,
+                                  model=self.model, chatgpt=self.chatgpt)
+        if carried:
+            self.portable_notes += (f"kept: {carried} reasoning items of {profile.name}",)
         return _dumps(translated.body)
+
+    @property
+    def _reasoning(self) -> ReasoningMemory | None:
+        return self.signatures.reasoning if self.signatures is not None else None
 
     def _strip(self, body: dict[str, Any]) -> tuple[str, ...]:
         """Remove the profile's `strip_params` (Claudex's key: parameters a provider refuses,
@@ -356,6 +370,7 @@ class Exchange:
                 else json.loads(payload))
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
+        remember_output(self._reasoning, self.profile.name, body.get("output"))
         convert = (from_responses.responses_to_anthropic_response if self.client == "anthropic"
                    else from_responses.responses_to_chat_response)
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
@@ -374,13 +389,14 @@ class Exchange:
             memory = self.signatures
             return _Relay(anthropic.tail_scanner(),
                           memory.tap(self.profile.name) if memory is not None else None)
+        listener = stream_listener(self._reasoning, self.profile.name)
         if self.upstream == "responses" and self.client == "anthropic":
-            return from_responses.ResponsesToAnthropicStream(tool_names=self._tool_names,
-                                                            model=self.model)
+            return from_responses.ResponsesToAnthropicStream(
+                tool_names=self._tool_names, model=self.model, on_item=listener)
         if self.upstream == "responses":
             return from_responses.ResponsesToChatStream(
                 tool_names=self._tool_names, model=self.model,
-                include_usage=tr.include_usage_requested(self.req.body))
+                include_usage=tr.include_usage_requested(self.req.body), on_item=listener)
         if self.client == "anthropic":
             return tr.OpenAIToAnthropicStream(tool_names=self._tool_names, model=self.model)
         return tr.AnthropicToOpenAIStream(

@@ -17,6 +17,7 @@ import hashlib
 from collections import OrderedDict
 from typing import Final
 
+from claudex.engine.reasoning_memory import ReasoningMemory
 from claudex.providers.signature_scan import SignatureScanner, signatures_in_answer
 
 DEFAULT_CAPACITY: Final = 32_768
@@ -35,6 +36,9 @@ class SignatureMemory:
         self.capacity = capacity
         self._signers: OrderedDict[bytes, str] = OrderedDict()
         self._per_provider: dict[str, int] = {}
+        # The Responses providers' counterpart of signatures: their encrypted reasoning, kept
+        # per provider for the next turn at the same provider (`reasoning_memory`).
+        self.reasoning = ReasoningMemory()
 
     def __len__(self) -> int:
         return len(self._signers)

@@ -21,6 +21,7 @@ backend only streams, and a client that did not ask for a stream gets JSON.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -164,8 +165,10 @@ class ResponsesToChatStream(StreamTranslator):
     """Responses events -> Chat Completions chunks, then `[DONE]`."""
 
     def __init__(self, *, tool_names: ToolNameMap, model: str | None,
-                 include_usage: bool) -> None:
+                 include_usage: bool,
+                 on_item: Callable[[dict[str, Any]], None] | None = None) -> None:
         super().__init__()
+        self._on_item = on_item  # sees every finished output item (reasoning included)
         self._names = tool_names
         self._model = model
         self._include_usage = include_usage
@@ -255,6 +258,8 @@ class ResponsesToChatStream(StreamTranslator):
 
     def _call_done(self, payload: dict[str, Any]) -> bytes:
         item = as_object(payload.get("item"))
+        if self._on_item is not None:
+            self._on_item(item)
         call = self._find(payload)
         arguments = item.get("arguments")
         if item.get("type") != "function_call" or call is None or call.streamed or \
@@ -296,9 +301,10 @@ class ResponsesToChatStream(StreamTranslator):
 class ResponsesToAnthropicStream:
     """Responses events -> Chat chunks -> Anthropic events."""
 
-    def __init__(self, *, tool_names: ToolNameMap, model: str | None) -> None:
+    def __init__(self, *, tool_names: ToolNameMap, model: str | None,
+                 on_item: Callable[[dict[str, Any]], None] | None = None) -> None:
         self._chat = ResponsesToChatStream(tool_names=tool_names, model=model,
-                                           include_usage=True)
+                                           include_usage=True, on_item=on_item)
         # Names are restored by the first step already.
         self._anthropic = OpenAIToAnthropicStream(tool_names=ToolNameMap(), model=model)
 
