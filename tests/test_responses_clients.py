@@ -5,14 +5,17 @@ failover, and the 400s claudex gives for what it cannot serve."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
+from claudex.demo.fake_responses import ChatGPTRules
 from claudex.demo.scripted import script_prompt
 from soak.protocol_check_responses import validate_responses
 from tests.conftest import build_config, profile_toml
+from tests.test_proxy_codex_auth import ACCOUNT, codex_profile, write_auth_json
 
 BASH_TOOL = {"type": "function", "name": "Bash", "description": "Run a shell command.",
              "strict": False,
@@ -171,4 +174,32 @@ async def test_a_stream_broken_after_commit_ends_in_response_failed(
     async with client.responses.stream(model="gpt-5", input="events:6") as stream:
         kinds = [event.type async for event in stream]
     assert kinds[-1] == "response.failed" and "response.completed" not in kinds
+    await client.close()
+
+
+async def test_responses_client_at_the_chatgpt_backend(fakes: Any, proxy_factory: Any,
+                                                       tmp_path: Path) -> None:
+    """Same protocol, but that backend's rules: claudex makes the request streamed and
+    unstored, collects the stream for a client that asked for JSON, and refuses stored
+    history, which that backend does not keep."""
+    f = await fakes(("backend", "responses"),)
+    backend = f["backend"]
+    backend.chatgpt = ChatGPTRules(account_id=ACCOUNT)
+    backend.strict_models = False
+    auth_json = tmp_path / "auth.json"
+    write_auth_json(auth_json, "tok-1")
+    proxy = await proxy_factory(build_config(codex_profile(backend, auth_json,
+                                                           "http://127.0.0.1:9/token")),
+                                fakes=f)
+    client = _client(proxy.url, "codex")
+    response = await client.responses.create(model="gpt-5-codex", input="hello")
+    assert "backend" in response.output_text and response.status == "completed"
+    sent = backend.requests[-1].json
+    assert sent["stream"] is True and sent["store"] is False and sent["input"] == "hello"
+    before = len(backend.requests)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.responses.create(model="gpt-5-codex", input="more",
+                                      previous_response_id="resp_1")
+    assert "previous_response_id" in caught.value.message
+    assert len(backend.requests) == before
     await client.close()
