@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from claudex.config.model import Profile
+from claudex.engine.exchange import Exchange
+from claudex.engine.request import ProxyRequest
 from claudex.providers.sse import CommitWatcher, StreamSignal, anthropic_signal, openai_signal
 from claudex.providers.translate.from_responses import (
     ResponsesToAnthropicStream,
@@ -324,5 +327,31 @@ def test_collect_stream_rebuilds_the_response() -> None:
     assert with_output["output"] == RESPONSE["output"]
     with pytest.raises(StreamFailed, match="overloaded"):
         collect_stream(_sse({"type": "error", "message": "overloaded"}))
-    with pytest.raises(ValueError, match="without response.completed"):
+    with pytest.raises(ValueError, match=r"without response\.completed"):
         collect_stream(STREAM.partition(b"event: response.completed")[0])
+
+
+def _chatgpt_exchange() -> Exchange:
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hi"}]}
+    req = ProxyRequest("anthropic", "messages", body, json.dumps(body).encode(), {})
+    profile = Profile("codex", "OpenAIResponses", "https://chatgpt.com/backend-api/codex",
+                      default_model="gpt-5-codex", auth_type="oauth", oauth_provider="codex")
+    return Exchange(req, profile, addressed=True)
+
+
+def test_the_chatgpt_backend_is_streamed_to_and_collected_for_a_json_client() -> None:
+    exchange = _chatgpt_exchange()
+    assert exchange.upstream_streams and exchange.url().endswith("/codex/responses")
+    sent = json.loads(exchange.body())
+    assert sent["stream"] is True and sent["include"] == ["reasoning.encrypted_content"]
+    assert exchange.headers(None)["accept"] == "text/event-stream"
+    collected = json.loads(exchange.answer(_sse({"type": "response.completed",
+                                                 "response": RESPONSE})))
+    assert collected["type"] == "message" and collected["stop_reason"] == "tool_use"
+    # A backend that answers JSON after all is read as JSON.
+    plain = json.loads(exchange.answer(json.dumps(RESPONSE).encode()))
+    assert plain["content"] == collected["content"]
+    with pytest.raises(StreamFailed):
+        exchange.answer(_sse({"type": "response.failed",
+                              "response": {"error": {"message": "usage limit"}}}))

@@ -365,9 +365,10 @@ class Exchange:
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def _responses_answer(self, payload: bytes) -> bytes:
-        # Collected from the stream when the upstream streamed for a client that did not.
-        body = (from_responses.collect_stream(payload) if self.upstream_streams
-                else json.loads(payload))
+        # Collected from the stream when the upstream streamed for a client that did not
+        # (unless it answered with JSON after all).
+        streamed = self.upstream_streams and not payload.lstrip().startswith(b"{")
+        body = from_responses.collect_stream(payload) if streamed else json.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         remember_output(self._reasoning, self.profile.name, body.get("output"))
