@@ -115,3 +115,23 @@ async def test_a_streaming_client_through_the_chatgpt_backend(
     assert sent["input"][0] == {"type": "message", "role": "developer",
                                 "content": [{"type": "input_text", "text": "sys"}]}
     await client.close()
+
+
+async def test_health_probe_of_a_chatgpt_profile_uses_its_login(
+    fakes: Any, proxy_factory: Any, tmp_path: Path
+) -> None:
+    f = await fakes(("backend", "responses"),)
+    backend = f["backend"]
+    backend.chatgpt = ChatGPTRules(account_id=ACCOUNT)
+    auth_json = tmp_path / "auth.json"
+    write_auth_json(auth_json, "tok-1")
+    proxy = await proxy_factory(build_config(codex_profile(backend, auth_json,
+                                                           "http://127.0.0.1:9/never")),
+                                fakes=f)
+    await proxy.engine.check_health_now()
+    probe = backend.requests[-1]
+    assert (probe.method, probe.path) == ("GET", "/v1/models")
+    assert probe.headers["authorization"] == "Bearer tok-1"
+    assert probe.headers["chatgpt-account-id"] == ACCOUNT
+    codex = proxy.engine.snapshot()["profiles"][0]
+    assert codex["health"]["color"] == "green"
