@@ -225,7 +225,8 @@ class Credentials:
         headers = {"authorization": f"Bearer {secret}"}
         if token.account_id:
             # A ChatGPT (Codex) login: the backend wants the account, and Codex CLI's
-            # originator (codex-rs/codex-api/src/auth.rs, codex-rs/login/.../default_client.rs).
+            # originator (codex-rs/codex-api/src/auth.rs,
+            # codex-rs/login/src/auth/default_client.rs).
             headers["chatgpt-account-id"] = token.account_id
             headers["originator"] = CODEX_ORIGINATOR
         return AuthHeaders(headers, secret, self._beta)
