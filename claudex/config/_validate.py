@@ -38,6 +38,7 @@ from claudex.config._checks import (
     _text,
     _type_name,
 )
+from claudex.config._fleet_checks import FLEET_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._secrets import _profile_problem
 from claudex.config.model import (
@@ -45,6 +46,7 @@ from claudex.config.model import (
     Config,
     ConfigError,
     ConfigIssue,
+    FleetSettings,
     HealthSettings,
     Profile,
     ProxySettings,
@@ -112,6 +114,7 @@ class _Builder:
         breaker_values = self._section(data, "breaker", _BREAKER_KEYS)
         retry_values = self._section(data, "retry", _RETRY_KEYS)
         health_values = self._section(data, "health", _HEALTH_KEYS)
+        fleet_values = self._section(data, "fleet", FLEET_KEYS)
         checked = self._profiles(data.get("profiles", []))
 
         proxy = replace(ProxySettings(), **proxy_values)
@@ -143,6 +146,7 @@ class _Builder:
             breaker=breaker,
             retry=retry,
             health=health,
+            fleet=replace(FleetSettings(), **fleet_values),
             profiles=profiles,
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),

@@ -71,6 +71,22 @@ class ProxySettings:
 
 
 @dataclass(frozen=True)
+class FleetSettings:
+    """`[fleet]`: instances sharing breaker facts through Redis (off unless `redis_url` is set).
+    `name` defaults to the instance's host:port; `password_env` names the Redis password's
+    variable, so the URL itself never holds a secret."""
+
+    redis_url: str | None = None
+    name: str | None = None
+    key_prefix: str = "claudex"
+    password_env: str | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.redis_url is not None
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     provider_type: ProviderType
@@ -123,6 +139,7 @@ class Config:
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
     retry: RetrySettings = field(default_factory=RetrySettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    fleet: FleetSettings = field(default_factory=FleetSettings)
     profiles: tuple[Profile, ...] = ()
     path: Path | None = None
     # `[model_aliases]` (Claudex): a requested model equal to a key becomes its value first.
