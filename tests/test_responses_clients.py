@@ -203,3 +203,40 @@ async def test_responses_client_at_the_chatgpt_backend(fakes: Any, proxy_factory
     assert "previous_response_id" in caught.value.message
     assert len(backend.requests) == before
     await client.close()
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_reasoning_of_one_responses_provider_never_reaches_another(
+        stream: bool, fakes: Any, proxy_factory: Any) -> None:
+    f = await fakes(("first", "responses"), ("second", "responses"))
+    config = build_config(profile_toml("first", f["first"], backups=["second"])
+                          + profile_toml("second", f["second"]))
+    proxy = await proxy_factory(config, fakes=f)
+    client = _client(proxy.url, "first")
+    asked: dict[str, Any] = {"model": "gpt-4o", "store": False,
+                             "include": ["reasoning.encrypted_content"]}
+    if stream:
+        async with client.responses.stream(input="hello", **asked) as events:
+            first = await events.get_final_response()
+    else:
+        first = await client.responses.create(input="hello", **asked)
+    reasoning = [item.model_dump(exclude_none=True) for item in first.output
+                 if item.type == "reasoning"]
+    assert reasoning and reasoning[0]["encrypted_content"].startswith("enc:first:")
+    history = [{"role": "user", "content": "hello"},
+               {k: v for k, v in reasoning[0].items() if k != "id"},
+               {"role": "user", "content": "more"}]
+    # Back at the provider that made it, the item goes along untouched.
+    again = await proxy.client.post("/proxy/first/v1/responses",
+                                    json={**asked, "input": history})
+    assert again.status_code == 200, again.text
+    assert any(i.get("type") == "reasoning" for i in f["first"].requests[-1].json["input"])
+    # After a failover the other provider would refuse it: it is left out, and named.
+    f["first"].set_fault("529")
+    moved = await proxy.client.post("/proxy/first/v1/responses",
+                                    json={**asked, "input": history})
+    assert moved.status_code == 200, moved.text
+    assert moved.headers["x-claudex-provider"] == "second"
+    assert [i.get("type", "message") for i in f["second"].requests[-1].json["input"]] == \
+        ["message", "message"]
+    await client.close()

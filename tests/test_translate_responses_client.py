@@ -9,6 +9,10 @@ import pytest
 
 from claudex.providers.translate import drops as drop_tables
 from claudex.providers.translate.responses_client import responses_request
+from claudex.providers.translate.responses_client_reasoning import (
+    ReasoningTap,
+    without_foreign_reasoning,
+)
 from claudex.providers.validation import InvalidRequest
 
 SHELL = {"type": "function", "name": "exec_command", "description": "Run a command.",
@@ -207,3 +211,23 @@ def test_anthropic_stream_error_becomes_response_failed() -> None:
     assert [e["type"] for e in events][-1] == "response.failed"
     assert events[-1]["response"]["error"]["message"] == "Overloaded"
     assert codec.error == "Overloaded" and not codec.finished
+
+
+def test_reasoning_tap_finds_encrypted_items_split_anywhere() -> None:
+    item = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "enc-a"}
+    stream = (b'event: response.output_item.added\ndata: {"type":"response.output_item.added",'
+              b'"item":{"type":"reasoning","encrypted_content":null}}\n\n'
+              + f"event: response.output_item.done\ndata: {json.dumps({'type': 'response.output_item.done', 'item': item})}\n\n".encode())  # noqa: E501
+    found: list[str] = []
+    tap = ReasoningTap(found.append)
+    for start in range(0, len(stream), 7):
+        tap(stream[start:start + 7])
+    assert found == ["enc-a"]
+    body = {"model": "m", "input": [{"role": "user", "content": "x"}, item,
+                                    {**item, "encrypted_content": "enc-b"},
+                                    {**item, "encrypted_content": "enc-unknown"}]}
+    producers = {"enc-a": "a", "enc-b": "b"}
+    kept = without_foreign_reasoning(body, "b", producers.get)
+    assert kept is not None
+    assert [i.get("encrypted_content") for i in kept["input"]] == [None, "enc-b", "enc-unknown"]
+    assert without_foreign_reasoning({"model": "m", "input": [item]}, "a", producers.get) is None

@@ -348,9 +348,8 @@ class Exchange:
         upstream sent something that is not a JSON object."""
         if self.client == "responses" and self.translating:
             return self._responses_client_answer(payload)
-        if self.client == "responses" and self.upstream_streams and not self.req.stream:
-            # The ChatGPT backend streamed for a client that asked for JSON.
-            return _dumps(from_responses.collect_stream(payload))
+        if self.client == "responses" and not self.translating:
+            return self._responses_relayed_answer(payload)
         if not self.translating:
             if self.upstream == "anthropic" and self.signatures is not None:
                 self.signatures.remember_answer(self.profile.name, payload)
@@ -422,7 +421,14 @@ class Exchange:
         req = self.req
         if self.upstream == "responses":
             # Same protocol: the client's bytes, re-encoded only when the model, the output
-            # cap or the profile's strip_params change something.
+            # cap or the profile's strip_params change something, or when the input holds
+            # reasoning another Responses provider produced (this one would refuse it).
+            memory, name = self.signatures, self.profile.name
+            base = None
+            if memory is not None and memory.signed_by_others(name):
+                base = tr.without_foreign_reasoning(req.body, name, memory.signer)
+                if base is not None:
+                    self.dropped += ("reasoning_items",)
             changes: dict[str, Any] = {}
             if self.model is not None and self.model != req.model:
                 changes["model"] = self.model
@@ -436,9 +442,10 @@ class Exchange:
                     changes["stream"] = True
                 if req.body.get("store") is not False:
                     changes["store"] = False
-            if not changes and not any(k in req.body for k in self.profile.strip_params):
+            if not changes and base is None and \
+                    not any(k in req.body for k in self.profile.strip_params):
                 return req.raw
-            body = {**req.body, **changes}
+            body = {**(req.body if base is None else base), **changes}
             self.dropped += self._strip(body)
             return _dumps(body)
         plan = tr.responses_request(req.body, target=self.upstream, model=self.model,
@@ -461,8 +468,24 @@ class Exchange:
             raise ValueError("upstream answer is not a JSON object")
         return _dumps(self._responses_plan().answer(body, model=self.model))
 
+    def _responses_relayed_answer(self, payload: bytes) -> bytes:
+        """A Responses provider's answer for a Responses client: as it came, or collected from
+        the stream the ChatGPT backend sent for a client that asked for JSON. Its encrypted
+        reasoning is remembered as this provider's."""
+        collected = self.upstream_streams and not self.req.stream
+        body = from_responses.collect_stream(payload) if collected else None
+        memory = self.signatures
+        if memory is not None and (body is not None or b"encrypted_content" in payload):
+            for blob in tr.encrypted_in_answer(body if body is not None else
+                                               json.loads(payload)):
+                memory.remember(self.profile.name, blob)
+        return _dumps(body) if body is not None else payload
+
     def _responses_client_stream(self) -> StreamCodec:
         if self.upstream == "responses":
-            return _Relay(responses.tail_scanner())
+            memory, name = self.signatures, self.profile.name
+            tap = tr.ReasoningTap(lambda blob: memory.remember(name, blob)) \
+                if memory is not None else None
+            return _Relay(responses.tail_scanner(), tap)
         self._responses_codec = self._responses_plan().stream(model=self.model)
         return self._responses_codec

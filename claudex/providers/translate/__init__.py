@@ -32,6 +32,11 @@ from claudex.providers.translate.responses_client import (
     refuse_stateful,
     responses_request,
 )
+from claudex.providers.translate.responses_client_reasoning import (
+    ReasoningTap,
+    encrypted_in_answer,
+    without_foreign_reasoning,
+)
 from claudex.providers.translate.responses_client_stream import (
     failed_event as responses_failed_event,
 )
@@ -43,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "AnthropicToOpenAIStream",
     "OpenAIToAnthropicStream",
+    "ReasoningTap",
     "ResponsesRequest",
     "ResponsesStream",
     "ToolNameMap",
@@ -50,6 +56,7 @@ __all__ = [
     "anthropic_models_to_openai",
     "anthropic_to_openai_request",
     "anthropic_to_openai_response",
+    "encrypted_in_answer",
     "estimate_input_tokens",
     "include_usage_requested",
     "models_list",
@@ -60,4 +67,5 @@ __all__ = [
     "responses_failed_event",
     "responses_request",
     "translate_error",
+    "without_foreign_reasoning",
 ]
