@@ -88,6 +88,10 @@ async def test_codex_through_a_responses_profile(world: World, codex_binary: Pat
     assert first["store"] is False and first["stream"] is True
     assert any(t.get("type") == "web_search" for t in first["tools"])
     assert any(item.get("type") == "function_call_output" for item in _body(resp, 1)["input"])
+    # Its reasoning (asked for with include) went back to the provider that made it, as sent.
+    assert any(item.get("type") == "reasoning"
+               and str(item.get("encrypted_content")).startswith("enc:resp:")
+               for item in _body(resp, 1)["input"])
 
 
 async def test_codex_fails_over_from_an_overloaded_responses_primary(

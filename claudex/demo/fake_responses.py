@@ -36,13 +36,15 @@ def reasoning_for(provider: str, body: Any, reply_id: str) -> dict[str, Any] | N
 
 def foreign_reasoning(provider: str, body: Any) -> str | None:
     """Why reasoning items in the input cannot be used here (None: they can, or there are
-    none): another provider's encrypted content, or an id, which names nothing when the
-    provider stores nothing."""
+    none): another provider's encrypted content, or an id without the content, which names
+    nothing when the provider stores nothing."""
     items = body.get("input") if isinstance(body, dict) else None
     for item in items if isinstance(items, list) else ():
         if not isinstance(item, dict) or item.get("type") != "reasoning":
             continue
-        if "id" in item and body.get("store") is False:
+        # An id alone names a stored item; with its encrypted content inline the item is
+        # whole, which is how Codex CLI 0.171.0 sends them back (id included) with store false.
+        if "id" in item and body.get("store") is False and not item.get("encrypted_content"):
             return (f"Item with id '{item['id']}' not found. Items are not persisted when "
                     "`store` is set to false.")
         content = item.get("encrypted_content")
