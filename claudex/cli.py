@@ -340,10 +340,8 @@ def cmd_console(args: argparse.Namespace) -> int:
     from claudex.console.launch import HostError, run_console
 
     config = _load(args)
-    urls = [str(u).rstrip("/") for u in (getattr(args, "url", None) or [])]
     try:
-        return run_console(config, read_only=getattr(args, "read_only", False), urls=urls,
-                           headers=_admin_headers(args))
+        return run_console(config, read_only=getattr(args, "read_only", False))
     except HostError as exc:
         raise CliError(str(exc)) from None
 
@@ -370,9 +368,6 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("console", "open the operations console (default)")
     p.add_argument("--read-only", action="store_true",
                    help="watch only: no trip, reset, edit, add or delete")
-    p.add_argument("--url", action="append", metavar="URL",
-                   help="attach to the engine at URL (default: the config's address, if one "
-                   "answers there; else the console hosts one)")
     p.set_defaults(func=cmd_console)
     p = add("serve", "run the proxy headless")
     p.add_argument("--host")

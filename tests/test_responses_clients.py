@@ -240,19 +240,3 @@ async def test_reasoning_of_one_responses_provider_never_reaches_another(
     assert [i.get("type", "message") for i in f["second"].requests[-1].json["input"]] == \
         ["message", "message"]
     await client.close()
-
-
-async def test_an_anthropic_models_output_limit_is_learned_for_codex_like_requests(
-        fakes: Any, proxy_factory: Any) -> None:
-    """No max_output_tokens (as Codex CLI sends): claudex asks Anthropic for 32,000; a model
-    with a lower limit says so in a 400, and the request is retried once at that limit."""
-    f = await fakes(("up", "anthropic"))
-    f["up"].max_output_tokens = 8192
-    proxy = await proxy_factory(build_config(profile_toml("up", f["up"])), fakes=f)
-    answer = await proxy.client.post("/v1/responses", json={"model": "gpt-5", "input": "hi"})
-    assert answer.status_code == 200, answer.text
-    assert [r.json["max_tokens"] for r in f["up"].requests] == [32_000, 8192]
-    assert [r.status for r in f["up"].requests] == [400, 200]
-    again = await proxy.client.post("/v1/responses", json={"model": "gpt-5", "input": "hi"})
-    assert again.status_code == 200
-    assert f["up"].requests[-1].json["max_tokens"] == 8192  # remembered

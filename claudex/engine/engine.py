@@ -22,6 +22,7 @@ from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import Credentials
 from claudex.engine.events import Event, EventBus
 from claudex.engine.failover import Forwarder
+from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.request import ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
@@ -57,7 +58,9 @@ class Engine:
         self.sleep = sleep
         self.rand = rand
         self.env = env
-        self.events = EventBus()
+        # In a fleet every event names the instance that produced it.
+        self.events = (InstanceEventBus(instance_name(config)) if config.fleet.enabled
+                       else EventBus())
         self.totals = GlobalStats()
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
@@ -70,6 +73,14 @@ class Engine:
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
+        # `[fleet]` (engine/fleet.py): None unless a redis_url is set, and then only a listener
+        # beside the breakers; applies from start, not on reload.
+        self.fleet: Fleet | None = None
+        if config.fleet.enabled:
+            listen = f"{config.proxy.host}:{config.proxy.port}"
+            self.fleet = Fleet(config.fleet, name=instance_name(config), listen=listen,
+                               runtimes=lambda: self.runtimes, clock=clock, wall=wall,
+                               publish=self.events.publish, env=env)
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -89,6 +100,8 @@ class Engine:
             t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
                          "at": t.at},
         ))
+        if self.fleet is not None:
+            self.fleet.on_transition(t)
 
     def escalate(self, sentence: str) -> None:
         # One log line per distinct escalation, not one per failing request during an outage.
@@ -107,8 +120,12 @@ class Engine:
         if run_health and self._health_task is None:
             self._health_task = asyncio.create_task(self.health.run_forever(),
                                                     name="claudex-health")
+        if self.fleet is not None:
+            self.fleet.start()
 
     async def close(self) -> None:
+        if self.fleet is not None:
+            await self.fleet.close()
         if self._health_task is not None:
             self._health_task.cancel()
             try:
@@ -184,6 +201,8 @@ class Engine:
         if rt is None:
             return False
         rt.breaker.trip()
+        if self.fleet is not None:
+            self.fleet.operator(name, "forced_open")  # everywhere, and kept across restarts
         return True
 
     def reset(self, name: str) -> bool:
@@ -193,6 +212,8 @@ class Engine:
         rt.breaker.reset()
         rt.cooldown_until = 0.0
         rt.health.auth_failing = False
+        if self.fleet is not None:
+            self.fleet.operator(name, "reset")
         return True
 
     def apply_config(self, config: Config) -> None:
@@ -209,6 +230,7 @@ class Engine:
                     rt.credentials = self._credentials(profile)
                     rt.health.credentials_problem = None  # about the old source
                 rt.breaker.update_settings(profile.breaker)
+                rt.update_limits(profile)
                 rt.profile = profile
             fresh[profile.name] = rt
         removed = [n for n in old if n not in fresh]
@@ -226,7 +248,7 @@ class Engine:
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
         degraded = self.config.health.degraded_latency_ms
-        return {
+        status: dict[str, Any] = {
             "listen": f"{self.config.proxy.host}:{self.config.proxy.port}",
             "config_path": str(self.config.path) if self.config.path else None,
             "uptime_s": round(self.wall() - self.started_at, 1),
@@ -240,6 +262,9 @@ class Engine:
             "profiles": [_scrubbed_status(rt.status_json(now, degraded))
                          for rt in self.runtimes.values()],
         }
+        if self.fleet is not None:
+            status["fleet"] = self.fleet.status_json()
+        return status
 
 
 def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:

@@ -82,6 +82,13 @@ def create_app(
     async def status(request: Request) -> Response:
         return JSONResponse(engine.snapshot())
 
+    async def fleet(request: Request) -> Response:
+        # Read from what the fleet task last heard: this route never waits on Redis either.
+        if engine.fleet is None:
+            return JSONResponse({"error": "this instance is not in a fleet: set [fleet] "
+                                 "redis_url to share breakers with others"}, status_code=404)
+        return JSONResponse(engine.fleet.status_json())
+
     async def breaker_action(request: Request) -> Response:
         name = request.path_params["name"]
         action = request.path_params["action"]
@@ -162,6 +169,7 @@ def create_app(
         Route("/_claudex/reload", reload, methods=["POST"]),
         Route("/_claudex/health", health_now, methods=["POST"]),
         Route("/_claudex/events", events, methods=["GET"]),
+        Route("/_claudex/fleet", fleet, methods=["GET"]),
     ]
 
     @asynccontextmanager

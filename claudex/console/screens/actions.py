@@ -23,8 +23,7 @@ from textual.screen import Screen
 from claudex.config.loader import load_config
 from claudex.config.model import ConfigError
 from claudex.console.format import safe
-from claudex.console.http_link import is_local_url
-from claudex.console.link import DemoHooks, EngineLink, LinkError
+from claudex.console.link import DemoHooks, EngineLink
 from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.help import HelpLine, HelpScreen
 
@@ -112,14 +111,6 @@ class ActionsMixin(Screen[None]):
         if not path:
             self.notify("This engine was not started from a config file.", severity="warning")
             return None
-        state = self.link.state()
-        if state.mode == "attached" and not (state.connected and is_local_url(state.target)
-                                             and Path(path).is_file()):
-            why = ("it is not answering" if not state.connected
-                   else f"its config file {path} is not on this machine")
-            self.notify(f"The profile editor is unavailable for the engine at {state.target}: "
-                        f"{why}.", severity="warning")
-            return None
         return Path(path)
 
     # -- breaker -------------------------------------------------------------------------------
@@ -140,12 +131,7 @@ class ActionsMixin(Screen[None]):
     async def _trip_confirmed(self, name: str, confirmed: bool | None) -> None:
         if not confirmed:
             return
-        try:
-            tripped = await self.link.trip(name)
-        except LinkError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        if tripped:
+        if await self.link.trip(name):
             self.note(f"operator tripped {name}")
             self.notify(f"{name}: breaker tripped")
         else:
@@ -165,12 +151,7 @@ class ActionsMixin(Screen[None]):
     async def _reset_confirmed(self, name: str, confirmed: bool | None) -> None:
         if not confirmed:
             return
-        try:
-            done = await self.link.reset(name)
-        except LinkError as exc:
-            self.notify(str(exc), severity="error")
-            return
-        if done:
+        if await self.link.reset(name):
             self.note(f"operator reset {name}")
             self.notify(f"{name}: breaker reset")
         else:
@@ -240,13 +221,7 @@ class ActionsMixin(Screen[None]):
         except OSError as exc:
             self.notify(f"Could not read {path}: {exc.strerror}", severity="error")
             return False
-        try:
-            # Hosting: registers its secrets for redaction and swaps it in; attached: asks the
-            # engine to re-read the file it was started from.
-            await self.link.apply_config(config)
-        except LinkError as exc:
-            self.notify(str(exc), severity="error")
-            return False
+        await self.link.apply_config(config)  # (which registers its secrets for redaction)
         self.show_banner(None)
         self.request_refresh()
         return True
@@ -293,7 +268,7 @@ class ActionsMixin(Screen[None]):
 
     def action_quit(self) -> None:
         in_flight = self.link.in_flight
-        if not in_flight or self.link.state().mode == "attached":  # the proxy keeps running
+        if not in_flight:
             self.app.exit()
             return
         self.app.push_screen(

@@ -149,10 +149,7 @@ class MainScreen(ActionsMixin):
             events.add(event)
         snapshot = self.link.snapshot()
         mode = " (read-only)" if self.read_only else ""
-        state = self.link.state()
-        where = (f"attached to the engine at {state.target}" if state.mode == "attached"
-                 else f"proxy on {snapshot.get('listen')}")
-        events.note(f"console started{mode}: {where}, "
+        events.note(f"console started{mode}: proxy on {snapshot.get('listen')}, "
                     f"{len(snapshot.get('profiles') or [])} profiles", self.wall())
 
     # -- the coalesced refresh -----------------------------------------------------------------
@@ -232,10 +229,7 @@ class MainScreen(ActionsMixin):
             self._panel_inputs[name] = key
         self._chain.show(self.selected, profiles)
         self._header.extra = self.demo.traffic_text() if self.demo else ""
-        state = self.link.state()
-        # An attached engine that stopped answering: the last picture stays, greyed.
-        self.set_class(not state.connected, "-disconnected")
-        self._header.show(snapshot, state, now_wall)
+        self._header.show(snapshot)
 
     async def _sync_panels(self, names: list[str]) -> None:
         if names == self._panel_names:
