@@ -83,6 +83,12 @@ def test_codex_turn_to_anthropic() -> None:
          "input": {"cmd": "touch proof"}}]
     assert body["messages"][2]["content"][0]["tool_use_id"] == "call_1"
     assert "reasoning_items" in plan.dropped and "web_search" in plan.dropped
+    uncapped = responses_request(CODEX_TURN_2, target="anthropic", model="claude-sonnet-4-5",
+                                 max_tokens_cap=None)
+    assert uncapped.body["max_tokens"] == 32_000  # Codex sets no max_output_tokens
+    asked = responses_request({**CODEX_TURN_2, "max_output_tokens": 500}, target="anthropic",
+                              model="claude-sonnet-4-5", max_tokens_cap=None)
+    assert asked.body["max_tokens"] == 500
 
 
 @pytest.mark.parametrize("key", ["previous_response_id", "conversation"])

@@ -85,6 +85,12 @@ class ResponsesRequest:
         return ChatToResponsesStream(tools=self.tools, request=self.request, model=model)
 
 
+# Anthropic requires max_tokens; a Responses client that sets no `max_output_tokens` (Codex CLI
+# never does) expects "as much as the model gives", and an agent's turn cut at the Chat
+# translator's 4,096 ends as `incomplete`, which Codex CLI treats as a failed turn. A model
+# with a lower limit says so in a 400 and claudex retries once at it, remembering it.
+ANTHROPIC_DEFAULT_OUTPUT = 32_000
+
 # Fields that point at state stored at OpenAI: nothing can answer them without it.
 STATEFUL_FIELDS = ("previous_response_id", "conversation")
 _HANDLED = frozenset({
@@ -329,6 +335,8 @@ def responses_request(body: dict[str, Any], *, target: Target, model: str | None
                                                   max_tokens_cap=max_tokens_cap)
     if target == "openai":
         return ResponsesRequest(chat, drops.as_tuple(), tools, None, body)
+    if "max_tokens" not in chat:
+        chat["max_tokens"] = ANTHROPIC_DEFAULT_OUTPUT
     anthropic = openai_to_anthropic_request(chat, model=chat["model"],
                                             max_tokens_cap=max_tokens_cap)
     dropped = drops.as_tuple() + tuple(n for n in anthropic.dropped if n not in drops.as_tuple())
