@@ -17,7 +17,7 @@ import httpx
 
 from claudex import __version__
 from claudex.config.loader import check_config, load_config
-from claudex.config.model import Config, ConfigError
+from claudex.config.model import Config, ConfigError, HistorySettings
 from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
 from claudex.engine.secrets import SCRUBBER, config_secrets
@@ -218,6 +218,57 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    """From the running engine; with none answering, from the journal file itself (the history
+    outlives the process)."""
+    params = {k: v for k, v in (("since", args.since), ("until", args.until),
+                                ("provider", args.provider), ("outcome", args.outcome),
+                                ("limit", args.limit)) if v}
+    url = _base_url(args)
+    try:
+        resp = httpx.get(url + "/_claudex/history", params=params,
+                         headers=_admin_headers(args), timeout=15.0)
+    except httpx.TransportError:
+        data = _history_from_file(args, params)
+    else:
+        if resp.status_code == 400:
+            raise CliError(str(resp.json().get("error")))
+        if resp.status_code != 200:
+            raise _engine_error(resp)
+        data = resp.json()
+    if args.json:
+        print(SCRUBBER.text(json.dumps(data, indent=2)))
+        return 0
+    from claudex.history_text import history_lines
+
+    lines = history_lines(data)
+    for line in lines:
+        print(line)
+    if not lines:
+        print("No history in that window.")
+    return 0
+
+
+def _history_from_file(args: argparse.Namespace, params: dict[str, str]) -> dict[str, Any]:
+    import sqlite3
+    import time
+
+    from claudex.engine.journal import history_path
+    from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
+
+    config = _config_if_loadable(args)
+    settings = config.history if config is not None else HistorySettings()
+    path = history_path(settings)
+    try:
+        query = parse_query(params, time.time())
+        return {**read_history(path, query), "history": {"path": str(path), "from_file": True}}
+    except HistoryQueryError as exc:
+        raise CliError(str(exc)) from None
+    except sqlite3.Error as exc:
+        raise CliError(f"No engine answers at {_base_url(args)}, and {path} cannot be read: "
+                       f"{exc}.") from None
+
+
 def _breaker_command(args: argparse.Namespace, action: str) -> int:
     resp = _admin(args, "POST", f"/_claudex/breakers/{args.name}/{action}")
     if resp.status_code == 404:
@@ -340,8 +391,10 @@ def cmd_console(args: argparse.Namespace) -> int:
     from claudex.console.launch import HostError, run_console
 
     config = _load(args)
+    urls = [str(u).rstrip("/") for u in (getattr(args, "url", None) or [])]
     try:
-        return run_console(config, read_only=getattr(args, "read_only", False))
+        return run_console(config, read_only=getattr(args, "read_only", False), urls=urls,
+                           headers=_admin_headers(args))
     except HostError as exc:
         raise CliError(str(exc)) from None
 
@@ -368,6 +421,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("console", "open the operations console (default)")
     p.add_argument("--read-only", action="store_true",
                    help="watch only: no trip, reset, edit, add or delete")
+    p.add_argument("--url", action="append", metavar="URL",
+                   help="attach to the engine at URL (default: the config's address, if one "
+                   "answers there; else the console hosts one)")
     p.set_defaults(func=cmd_console)
     p = add("serve", "run the proxy headless")
     p.add_argument("--host")
@@ -392,6 +448,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("name")
         p.add_argument("--url")
         p.set_defaults(func=func)
+    p = add("history", "list journaled requests and events (from the engine, or its file)")
+    p.add_argument("--since", help="how far back: 30s, 10m, 2h, 1d, or epoch seconds")
+    p.add_argument("--until", help="up to when (same forms)")
+    p.add_argument("--provider", help="only requests that tried this provider, and its events")
+    p.add_argument("--outcome", choices=("ok", "failover", "failed"))
+    p.add_argument("--limit", help="at most this many of each (default 500)")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--url", help="engine URL (default from the config's host and port)")
+    p.set_defaults(func=cmd_history)
     p = add("env", "print the environment for Claude Code to use the proxy")
     p.add_argument("profile", nargs="?")
     p.add_argument("--url")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +20,10 @@ from claudex.server.app import create_app
 from claudex.server.run import RunningServer, start_in_background
 
 TEST_ENV = {"FAKE_KEY": "sk-test-key-0123456789"}
+
+# `claudex serve` children keep their history journal in the user state dir: during tests that
+# is a throwaway one, never the user's.
+os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="claudex-test-state-")
 
 
 class RecordingSleep:

@@ -312,14 +312,6 @@ _RETRY_KEYS: Mapping[str, Checker] = {
 _TIMEOUT_KEYS: Mapping[str, Checker] = {
     "connect_timeout": _number(above=0),
     "read_timeout": _number(above=0),
-    "stream_first_byte_timeout": _number(above=0),
-    "stream_commit_timeout": _number(above=0),
-    "stream_idle_timeout": _number(above=0),
-    # claudex's own limits at one provider (DESIGN.md failure table, "queue_full").
-    "max_connections": _integer(1, 1_000_000),
-    "max_concurrency": _integer(1, 1_000_000),
-    "queue_timeout": _number(above=0),
-    "retry_budget": _number(minimum=0),
 }
 _PROXY_KEYS: Mapping[str, Checker] = {
     "host": _text,
@@ -382,7 +374,8 @@ _PROFILE_KEYS: Mapping[str, Checker] = {
 _REQUIRED_PROFILE_KEYS = ("name", "provider_type", "base_url")
 # A Claudex profile key claudex cannot use: accepted, and the profile is shown misconfigured.
 _CLAUDEX_ONLY_PROFILE_KEYS = frozenset({"api_key_keyring"})
-_SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "profiles", "model_aliases")
+_SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "history", "profiles",
+             "model_aliases")
 # Claudex features claudex does not have: a warning, and the key is ignored.
 _NOT_IMPLEMENTED = ("hyperlinks", "router", "context")
 _TOP_LEVEL_KEYS = (*_SECTIONS, *_TOP_LEVEL_PROXY_KEYS, "claude_binary", *_NOT_IMPLEMENTED)

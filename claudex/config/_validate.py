@@ -39,6 +39,7 @@ from claudex.config._checks import (
     _type_name,
 )
 from claudex.config._fleet_checks import FLEET_KEYS
+from claudex.config._history_checks import HISTORY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._secrets import _profile_problem
 from claudex.config.model import (
@@ -48,6 +49,7 @@ from claudex.config.model import (
     ConfigIssue,
     FleetSettings,
     HealthSettings,
+    HistorySettings,
     Profile,
     ProxySettings,
     RetrySettings,
@@ -115,6 +117,7 @@ class _Builder:
         retry_values = self._section(data, "retry", _RETRY_KEYS)
         health_values = self._section(data, "health", _HEALTH_KEYS)
         fleet_values = self._section(data, "fleet", FLEET_KEYS)
+        history_values = self._section(data, "history", HISTORY_KEYS)
         checked = self._profiles(data.get("profiles", []))
 
         proxy = replace(ProxySettings(), **proxy_values)
@@ -147,6 +150,7 @@ class _Builder:
             retry=retry,
             health=health,
             fleet=replace(FleetSettings(), **fleet_values),
+            history=replace(HistorySettings(), **history_values),
             profiles=profiles,
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),
@@ -403,16 +407,8 @@ class _Builder:
             retry=retry,
             connect_timeout=values.get("connect_timeout", proxy.connect_timeout),
             read_timeout=values.get("read_timeout", proxy.read_timeout),
-            **{key: values.get(key, getattr(proxy, key)) for key in _PER_PROVIDER_LIMITS},
             problem=_profile_problem(values, self._env, uses_keyring=checked.uses_keyring),
         )
-
-
-# `[proxy]` keys a profile may override, beyond the two timeouts named above.
-_PER_PROVIDER_LIMITS = (
-    "stream_first_byte_timeout", "stream_commit_timeout", "stream_idle_timeout",
-    "max_connections", "max_concurrency", "queue_timeout", "retry_budget",
-)
 
 
 def _reading_order(issues: list[ConfigIssue]) -> list[ConfigIssue]:

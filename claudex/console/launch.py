@@ -1,5 +1,6 @@
-"""`claudex console` and `claudex demo`: host the engine and the proxy on their own thread, open
-the console on the main one, and stop the proxy gracefully when the console closes. Logs go to a
+"""`claudex console` and `claudex demo`: attach to an engine that already answers (`claudex
+serve`), or host the engine and the proxy on their own thread, open the console on the main one,
+and stop the proxy gracefully when the console closes. Logs go to a
 rotating file in the user log dir, never to the terminal the console owns. The config file is
 watched: a valid change applies live, an invalid one is shown in a banner while the previous
 config stays live."""
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -19,11 +20,14 @@ from claudex.config.watch import ConfigWatcher
 from claudex.console.app import ConsoleApp
 from claudex.console.engine_thread import EngineThread, EngineThreadError
 from claudex.console.hosting import Hosted, HostError, host_config, host_demo
+from claudex.console.http_link import HttpLink
 from claudex.console.link import DemoHooks, EngineLink
 from claudex.console.messages import ConfigRejected, ConfigReloaded
 from claudex.console.threaded_link import ThreadedLink
+from claudex.engine.journal import journal_from_settings
 
-__all__ = ["HostError", "log_path", "run_console", "run_demo", "run_hosted", "watch_config"]
+__all__ = ["HostError", "engine_answers", "log_path", "run_attached", "run_console", "run_demo",
+           "run_hosted", "watch_config"]
 
 
 def log_path() -> Path:
@@ -102,10 +106,59 @@ def run_hosted(factory: Callable[[], Awaitable[Hosted]], *, read_only: bool = Fa
         thread.stop()
 
 
-def run_console(config: Config, *, read_only: bool = False) -> int:
-    """Raises HostError when the proxy cannot start (the port is taken, ...)."""
+def config_url(config: Config) -> str:
+    """Where an engine started from `config` answers."""
+    host, port = config.proxy.host, config.proxy.port
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}"
+
+
+def engine_answers(url: str, headers: Mapping[str, str]) -> bool:
+    """Whether a claudex engine answers at `url` (its status route, with the token)."""
+
+    async def ask() -> bool:
+        link = HttpLink(url, headers=headers)
+        try:
+            return await link.connect()
+        finally:
+            await link.close()
+
+    return asyncio.run(ask())
+
+
+async def _attached(link: HttpLink, read_only: bool) -> int:
+    await link.connect()  # answering or not: the console re-attaches when it does
+    try:
+        app = ConsoleApp(link, read_only=read_only)
+        await app.run_async()
+        return app.return_code or 0
+    finally:
+        await link.close()
+
+
+def run_attached(url: str, headers: Mapping[str, str], *, read_only: bool = False) -> int:
+    """The console on an engine that runs elsewhere (`claudex serve`); quitting leaves it be."""
     setup_logging()
-    return run_hosted(lambda: host_config(config), read_only=read_only)
+    return asyncio.run(_attached(HttpLink(url, headers=headers), read_only))
+
+
+def run_console(config: Config, *, read_only: bool = False,
+                urls: Sequence[str] = (), headers: Mapping[str, str] | None = None) -> int:
+    """Attach to the engine at the first of `urls` (it need not answer yet), or with no `urls`
+    to one answering on the config's address; host one only when none answers there.
+
+    Raises HostError when the proxy cannot start (the port is taken, ...)."""
+    headers = dict(headers or {})
+    if urls:
+        return run_attached(urls[0], headers, read_only=read_only)
+    url = config_url(config)
+    if engine_answers(url, headers):
+        return run_attached(url, headers, read_only=read_only)
+    setup_logging()
+    return run_hosted(lambda: host_config(config, journal=journal_from_settings(config.history)),
+                      read_only=read_only)
 
 
 def run_demo(*, read_only: bool = False, port: int | None = None) -> int:

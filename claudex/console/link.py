@@ -1,10 +1,10 @@
 """The one interface between the console and an engine.
 
-Every screen reaches the engine through `EngineLink` only, so a console attached to a remote engine
-(over the admin API: `GET /_claudex/status`, `GET /_claudex/events`, `POST .../trip`) can later
-reuse the same screens by providing another implementation. `LocalLink` wraps an engine on the
-console's own loop (tests, screenshots, the frame benchmark); `ThreadedLink` (threaded_link.py)
-one on its own thread, as `claudex console` and `claudex demo` run it.
+Every screen reaches the engine through `EngineLink` only, so the same screens serve a hosted engine
+and one attached over the admin API. `LocalLink` wraps an engine on the console's own loop (tests,
+screenshots, the frame benchmark); `ThreadedLink` (threaded_link.py) one on its own thread, as
+`claudex console` hosting and `claudex demo` run it; `HttpLink` (http_link.py) a `claudex serve`
+elsewhere, through `GET /_claudex/status`, `GET /_claudex/events` and the admin POSTs.
 
 Rules for implementations: `snapshot()` and `in_flight` are instant (no I/O, no waiting),
 because the console calls them on its UI loop; everything that may wait is `async`. The main
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
 
 from claudex.config.model import Config
 from claudex.engine.engine import Engine
@@ -24,7 +25,27 @@ from claudex.engine.events import Event
 from claudex.server.serve import register_secrets
 
 
+class LinkError(Exception):
+    """An action could not reach the engine (an attached engine that stopped answering, or
+    refused); the message is a sentence for the operator."""
+
+
+@dataclass(frozen=True)
+class LinkState:
+    """What the console is connected to, for its header."""
+
+    mode: Literal["hosting", "attached"]
+    target: str  # host:port (the proxy's, or the engine's URL without the scheme)
+    connected: bool = True
+    problem: str | None = None  # why it is not connected
+    lost_at: float | None = None  # wall time it stopped answering
+
+
 class EngineLink(Protocol):
+    def state(self) -> LinkState:
+        """Hosting or attached, and whether the engine answers (instant)."""
+        ...
+
     def snapshot(self) -> dict[str, Any]:
         """The engine's state, shaped like `GET /_claudex/status` (holds no secret); it may be
         the one `fresh_snapshot()` last fetched."""
@@ -71,6 +92,9 @@ class LocalLink:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
+    def state(self) -> LinkState:
+        return hosting_state(self.engine)
+
     def snapshot(self) -> dict[str, Any]:
         return self.engine.snapshot()
 
@@ -99,6 +123,11 @@ class LocalLink:
 
     async def check_health_now(self) -> None:
         await self.engine.check_health_now()
+
+
+def hosting_state(engine: Engine) -> LinkState:
+    proxy = engine.config.proxy
+    return LinkState("hosting", f"{proxy.host}:{proxy.port}")
 
 
 class DemoHooks(Protocol):

@@ -3,7 +3,8 @@
     python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/)
 
 States: all healthy; the primary down with failover in the request log; its breaker half-open;
-the profile editor (skipped while `claudex/console/editor.py` does not exist); help. The demo
+the profile editor (skipped while `claudex/console/editor.py` does not exist); help; a console
+attached over HTTP to the demo's engine, and the same once that engine stopped answering. The demo
 world, the engine and the proxy are the real ones; traffic is sent request by request and the
 engine's clock is moved by hand (no waiting for the 15 s recovery), so every run shows the same
 thing. PNGs come from `rsvg-convert` (Debian: librsvg2-bin).
@@ -26,6 +27,7 @@ from textual.pilot import Pilot
 
 from claudex.console.app import ConsoleApp
 from claudex.console.hosting import Hosted, host_demo
+from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
 from claudex.demo.traffic import RequestKind
 
@@ -129,6 +131,34 @@ async def take_screenshots() -> dict[str, str]:
         await hosted.close()
 
 
+async def take_attached_screenshots() -> dict[str, str]:
+    """The console attached to a served engine (`HttpLink`), then that engine gone."""
+    hosted = await host_demo(None, health=False)
+    link = HttpLink(hosted.server.url)
+    try:
+        await hosted.engine.check_health_now()
+        await _traffic(hosted, MIX)
+        await link.connect()
+        app = ConsoleApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            shot = Shooter(app, pilot)
+            for _ in range(50):  # the backlog arrives over the event stream
+                if app.main_screen._requests.row_count >= len(MIX):
+                    break
+                await shot.settle()
+            await shot.shoot("attached")
+            await hosted.server.stop()
+            for _ in range(50):
+                if app.main_screen.has_class("-disconnected"):
+                    break
+                await shot.settle()
+            await shot.shoot("attached-lost")
+            return shot.pictures
+    finally:
+        await link.close()
+        await hosted.close()
+
+
 def to_png(svgs: list[Path], run: Callable[..., object] = subprocess.run) -> list[Path]:
     converter = shutil.which("rsvg-convert")
     if converter is None:
@@ -152,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet.addHandler(logging.NullHandler())
     quiet.propagate = False
     pictures = asyncio.run(take_screenshots())
+    pictures.update(asyncio.run(take_attached_screenshots()))
     out.mkdir(parents=True, exist_ok=True)
     svgs = []
     for name, svg in pictures.items():

@@ -20,6 +20,7 @@ from typing import Any, Final, TypeVar
 
 from claudex.config.model import Config
 from claudex.console.engine_thread import CALL_TIMEOUT_S, EngineThread, EngineThreadError
+from claudex.console.link import LinkState, hosting_state
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.server.serve import register_secrets
@@ -42,6 +43,9 @@ class ThreadedLink:
         self._snapshot: dict[str, Any] = thread.call_and_wait(engine.snapshot)
 
     # -- state ---------------------------------------------------------------------------------
+
+    def state(self) -> LinkState:
+        return hosting_state(self.engine)
 
     def snapshot(self) -> dict[str, Any]:
         return self._snapshot

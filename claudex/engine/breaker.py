@@ -95,10 +95,6 @@ class _Signal(Enum):
     PROBE_PASSED = "probe_passed"
     TRIP = "trip"
     RESET = "reset"
-    # Another instance of a fleet (engine/fleet.py) opened this provider's breaker, or closed
-    # it after its probe succeeded: the same facts, learned second hand.
-    PEER_OPENED = "peer_opened"
-    PEER_CLOSED = "peer_closed"
 
 
 @dataclass
@@ -202,15 +198,6 @@ def _force_open(m: _Memory, now: float, permit: Permit | None) -> _Step:
     return _Step(BreakerState.FORCED_OPEN, "tripped by operator")
 
 
-def _open_for_peer(m: _Memory, now: float, permit: Permit | None) -> _Step:
-    return _Step(BreakerState.OPEN, "opened by another instance")
-
-
-def _close_for_peer(m: _Memory, now: float, permit: Permit | None) -> _Step:
-    _clear_counters(m, now, permit)
-    return _Step(BreakerState.CLOSED, "another instance's probe succeeded")
-
-
 def _clear_counters(m: _Memory, now: float, permit: Permit | None) -> _Step:
     m.consecutive_failures = 0
     m.doublings = 0
@@ -242,8 +229,6 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_C, _S.TICK): _stay,
     (_C, _S.PROBE_PASSED): _stay,
     (_C, _S.TRIP): _force_open,
-    (_C, _S.PEER_OPENED): _open_for_peer,
-    (_C, _S.PEER_CLOSED): _stay,
     (_C, _S.RESET): _clear_counters,
     (_O, _S.ACQUIRE): _stay,
     (_O, _S.SUCCESS): _stay,
@@ -253,8 +238,6 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_O, _S.TICK): _half_open_when_due,
     (_O, _S.PROBE_PASSED): _half_open_at_once,
     (_O, _S.TRIP): _force_open,
-    (_O, _S.PEER_OPENED): _stay,
-    (_O, _S.PEER_CLOSED): _close_for_peer,
     (_O, _S.RESET): _reset_to_closed,
     (_H, _S.ACQUIRE): _admit_probe,
     (_H, _S.SUCCESS): _close_after_probe,
@@ -264,8 +247,6 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_H, _S.TICK): _stay,
     (_H, _S.PROBE_PASSED): _stay,
     (_H, _S.TRIP): _force_open,
-    (_H, _S.PEER_OPENED): _open_for_peer,
-    (_H, _S.PEER_CLOSED): _close_for_peer,
     (_H, _S.RESET): _reset_to_closed,
     (_F, _S.ACQUIRE): _stay,
     (_F, _S.SUCCESS): _stay,
@@ -275,8 +256,6 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_F, _S.TICK): _stay,
     (_F, _S.PROBE_PASSED): _stay,
     (_F, _S.TRIP): _stay,
-    (_F, _S.PEER_OPENED): _stay,
-    (_F, _S.PEER_CLOSED): _stay,
     (_F, _S.RESET): _reset_to_closed,
 }
 
@@ -341,14 +320,6 @@ class CircuitBreaker:
 
     def reset(self) -> None:
         self._fire(_Signal.RESET)
-
-    def peer_opened(self) -> None:
-        """Another instance's breaker for this provider opened: CLOSED/HALF_OPEN open too."""
-        self._fire(_Signal.PEER_OPENED)
-
-    def peer_closed(self) -> None:
-        """Another instance's probe succeeded: OPEN/HALF_OPEN close; a trip holds."""
-        self._fire(_Signal.PEER_CLOSED)
 
     def poll(self) -> None:
         """Apply time-based transitions (OPEN -> HALF_OPEN when the recovery time is over)."""

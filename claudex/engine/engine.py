@@ -22,8 +22,8 @@ from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import Credentials
 from claudex.engine.events import Event, EventBus
 from claudex.engine.failover import Forwarder
-from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
+from claudex.engine.journal import Journal
 from claudex.engine.request import ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
@@ -49,7 +49,10 @@ class Engine:
         rand: Callable[[], float] = random.random,
         env: Mapping[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
+        journal: Journal | None = None,
     ) -> None:
+        """`journal`: where request summaries and events are kept across restarts (serve and
+        the hosting console pass one from `[history]`; tests and the demo none)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -58,9 +61,10 @@ class Engine:
         self.sleep = sleep
         self.rand = rand
         self.env = env
-        # In a fleet every event names the instance that produced it.
-        self.events = (InstanceEventBus(instance_name(config)) if config.fleet.enabled
-                       else EventBus())
+        self.events = EventBus()
+        self.journal = journal
+        if journal is not None:
+            self.events.sinks.append(journal.record)
         self.totals = GlobalStats()
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
@@ -73,14 +77,6 @@ class Engine:
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
-        # `[fleet]` (engine/fleet.py): None unless a redis_url is set, and then only a listener
-        # beside the breakers; applies from start, not on reload.
-        self.fleet: Fleet | None = None
-        if config.fleet.enabled:
-            listen = f"{config.proxy.host}:{config.proxy.port}"
-            self.fleet = Fleet(config.fleet, name=instance_name(config), listen=listen,
-                               runtimes=lambda: self.runtimes, clock=clock, wall=wall,
-                               publish=self.events.publish, env=env)
 
     # -- wiring --------------------------------------------------------------------------------
 
@@ -100,8 +96,6 @@ class Engine:
             t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
                          "at": t.at},
         ))
-        if self.fleet is not None:
-            self.fleet.on_transition(t)
 
     def escalate(self, sentence: str) -> None:
         # One log line per distinct escalation, not one per failing request during an outage.
@@ -116,16 +110,14 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self, *, health: bool | None = None) -> None:
+        if self.journal is not None:
+            self.journal.start()
         run_health = self.config.health.enabled if health is None else health
         if run_health and self._health_task is None:
             self._health_task = asyncio.create_task(self.health.run_forever(),
                                                     name="claudex-health")
-        if self.fleet is not None:
-            self.fleet.start()
 
     async def close(self) -> None:
-        if self.fleet is not None:
-            await self.fleet.close()
         if self._health_task is not None:
             self._health_task.cancel()
             try:
@@ -136,6 +128,8 @@ class Engine:
         await self.transport.close()
         if self._own_http:
             await self.http.aclose()
+        if self.journal is not None:
+            await asyncio.to_thread(self.journal.close)  # writes what is pending
 
     # -- the interface -------------------------------------------------------------------------
 
@@ -201,8 +195,6 @@ class Engine:
         if rt is None:
             return False
         rt.breaker.trip()
-        if self.fleet is not None:
-            self.fleet.operator(name, "forced_open")  # everywhere, and kept across restarts
         return True
 
     def reset(self, name: str) -> bool:
@@ -212,8 +204,6 @@ class Engine:
         rt.breaker.reset()
         rt.cooldown_until = 0.0
         rt.health.auth_failing = False
-        if self.fleet is not None:
-            self.fleet.operator(name, "reset")
         return True
 
     def apply_config(self, config: Config) -> None:
@@ -230,7 +220,6 @@ class Engine:
                     rt.credentials = self._credentials(profile)
                     rt.health.credentials_problem = None  # about the old source
                 rt.breaker.update_settings(profile.breaker)
-                rt.update_limits(profile)
                 rt.profile = profile
             fresh[profile.name] = rt
         removed = [n for n in old if n not in fresh]
@@ -248,7 +237,7 @@ class Engine:
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
         degraded = self.config.health.degraded_latency_ms
-        status: dict[str, Any] = {
+        return {
             "listen": f"{self.config.proxy.host}:{self.config.proxy.port}",
             "config_path": str(self.config.path) if self.config.path else None,
             "uptime_s": round(self.wall() - self.started_at, 1),
@@ -261,10 +250,9 @@ class Engine:
                                 if self.config.default_profile else None),
             "profiles": [_scrubbed_status(rt.status_json(now, degraded))
                          for rt in self.runtimes.values()],
+            "history": (self.journal.status() if self.journal is not None
+                        else {"enabled": False, "path": None, "problem": "not kept"}),
         }
-        if self.fleet is not None:
-            status["fleet"] = self.fleet.status_json()
-        return status
 
 
 def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:

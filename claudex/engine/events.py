@@ -20,8 +20,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
+# "link": an attached console's own news (the engine stopped answering, answers again).
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
-                    "limit"]
+                    "limit", "link"]
 
 
 @dataclass(frozen=True)

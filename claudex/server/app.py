@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -18,6 +20,7 @@ from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
+from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
 from claudex.server import metrics
 from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
@@ -159,6 +162,27 @@ def create_app(
         return StreamingResponse(stream(), media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
 
+    async def history(request: Request) -> Response:
+        journal = engine.journal
+        if journal is None:
+            return JSONResponse({"error": "this engine keeps no history ([history] enabled = "
+                                 "false, or not started by claudex serve)"}, status_code=409)
+        try:
+            query = parse_query(request.query_params, time.time())
+        except HistoryQueryError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+
+        def read() -> dict[str, Any]:
+            journal.flush(2.0)  # what was served a moment ago is in the answer
+            return read_history(journal.path, query)
+
+        try:
+            found = await asyncio.to_thread(read)
+        except sqlite3.Error as exc:
+            return JSONResponse({"error": f"the history cannot be read: {exc}",
+                                 "history": journal.status()}, status_code=503)
+        return JSONResponse({**found, "history": journal.status()})
+
     routes = [
         Route("/v1/models", models, methods=["GET"]),
         Route("/proxy/{profile}/v1/models", models, methods=["GET"]),
@@ -169,6 +193,7 @@ def create_app(
         Route("/_claudex/reload", reload, methods=["POST"]),
         Route("/_claudex/health", health_now, methods=["POST"]),
         Route("/_claudex/events", events, methods=["GET"]),
+        Route("/_claudex/history", history, methods=["GET"]),
         Route("/_claudex/fleet", fleet, methods=["GET"]),
     ]
 

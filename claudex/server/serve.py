@@ -14,6 +14,7 @@ from claudex.config.model import Config, ConfigError
 from claudex.config.permissions import config_permission_warning
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
+from claudex.engine.journal import journal_from_settings
 from claudex.engine.secrets import config_secrets
 from claudex.logs import REDACTOR
 from claudex.server.app import create_app
@@ -87,7 +88,7 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
         register_secrets(fresh)
         return listening_on(fresh, host, bound)
 
-    engine = Engine(config)
+    engine = Engine(config, journal=journal_from_settings(config.history))
 
     def changed_on_disk(fresh: Config) -> None:
         fresh = listening_on(fresh, host, bound)

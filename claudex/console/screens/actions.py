@@ -23,7 +23,8 @@ from textual.screen import Screen
 from claudex.config.loader import load_config
 from claudex.config.model import ConfigError
 from claudex.console.format import safe
-from claudex.console.link import DemoHooks, EngineLink
+from claudex.console.http_link import is_local_url
+from claudex.console.link import DemoHooks, EngineLink, LinkError
 from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.help import HelpLine, HelpScreen
 
@@ -111,6 +112,14 @@ class ActionsMixin(Screen[None]):
         if not path:
             self.notify("This engine was not started from a config file.", severity="warning")
             return None
+        state = self.link.state()
+        if state.mode == "attached" and not (state.connected and is_local_url(state.target)
+                                             and Path(path).is_file()):
+            why = ("it is not answering" if not state.connected
+                   else f"its config file {path} is not on this machine")
+            self.notify(f"The profile editor is unavailable for the engine at {state.target}: "
+                        f"{why}.", severity="warning")
+            return None
         return Path(path)
 
     # -- breaker -------------------------------------------------------------------------------
@@ -131,7 +140,12 @@ class ActionsMixin(Screen[None]):
     async def _trip_confirmed(self, name: str, confirmed: bool | None) -> None:
         if not confirmed:
             return
-        if await self.link.trip(name):
+        try:
+            tripped = await self.link.trip(name)
+        except LinkError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if tripped:
             self.note(f"operator tripped {name}")
             self.notify(f"{name}: breaker tripped")
         else:
@@ -151,7 +165,12 @@ class ActionsMixin(Screen[None]):
     async def _reset_confirmed(self, name: str, confirmed: bool | None) -> None:
         if not confirmed:
             return
-        if await self.link.reset(name):
+        try:
+            done = await self.link.reset(name)
+        except LinkError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        if done:
             self.note(f"operator reset {name}")
             self.notify(f"{name}: breaker reset")
         else:
@@ -221,7 +240,13 @@ class ActionsMixin(Screen[None]):
         except OSError as exc:
             self.notify(f"Could not read {path}: {exc.strerror}", severity="error")
             return False
-        await self.link.apply_config(config)  # (which registers its secrets for redaction)
+        try:
+            # Hosting: registers its secrets for redaction and swaps it in; attached: asks the
+            # engine to re-read the file it was started from.
+            await self.link.apply_config(config)
+        except LinkError as exc:
+            self.notify(str(exc), severity="error")
+            return False
         self.show_banner(None)
         self.request_refresh()
         return True
@@ -268,7 +293,7 @@ class ActionsMixin(Screen[None]):
 
     def action_quit(self) -> None:
         in_flight = self.link.in_flight
-        if not in_flight:
+        if not in_flight or self.link.state().mode == "attached":  # the proxy keeps running
             self.app.exit()
             return
         self.app.push_screen(

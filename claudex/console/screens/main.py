@@ -149,7 +149,10 @@ class MainScreen(ActionsMixin):
             events.add(event)
         snapshot = self.link.snapshot()
         mode = " (read-only)" if self.read_only else ""
-        events.note(f"console started{mode}: proxy on {snapshot.get('listen')}, "
+        state = self.link.state()
+        where = (f"attached to the engine at {state.target}" if state.mode == "attached"
+                 else f"proxy on {snapshot.get('listen')}")
+        events.note(f"console started{mode}: {where}, "
                     f"{len(snapshot.get('profiles') or [])} profiles", self.wall())
 
     # -- the coalesced refresh -----------------------------------------------------------------
@@ -229,7 +232,10 @@ class MainScreen(ActionsMixin):
             self._panel_inputs[name] = key
         self._chain.show(self.selected, profiles)
         self._header.extra = self.demo.traffic_text() if self.demo else ""
-        self._header.show(snapshot)
+        state = self.link.state()
+        # An attached engine that stopped answering: the last picture stays, greyed.
+        self.set_class(not state.connected, "-disconnected")
+        self._header.show(snapshot, state, now_wall)
 
     async def _sync_panels(self, names: list[str]) -> None:
         if names == self._panel_names:

@@ -1,0 +1,268 @@
+"""The history journal: request summaries and events in SQLite, so an incident outlives the process.
+
+What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
+that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
+translation dropped and tokens in/out when known; for every other event its kind, profile,
+sentence and data. Never a body, a header or a secret (the engine's events hold none: their texts
+pass the scrubber before they are published).
+
+The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
+a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
+The database is in WAL mode with a busy timeout, so two engines (or `claudex history` reading)
+can share one file. Anything SQLite or the file system refuses — a read-only path, a full disk,
+a locked or corrupt file — turns the journal off: one warning in the log, `problem` says why
+(the status shows "history off: <why>"), and requests go on unaffected.
+
+Retention: rows older than `max_age_s` go, and when the file passes `max_bytes` the oldest
+rows go until it is under (checked every `retention_every_s`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import platformdirs
+
+from claudex.config.model import HistorySettings
+from claudex.engine.events import Event
+
+log = logging.getLogger("claudex.history")
+
+FLUSH_INTERVAL_S: Final = 0.5
+RETENTION_EVERY_S: Final = 60.0
+PENDING_MAX: Final = 50_000  # rows waiting for the writer; past it the oldest are dropped
+
+Connect = Callable[[str], sqlite3.Connection]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+    rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, protocol TEXT,
+    endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
+    latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
+    input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER);
+CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
+CREATE TABLE IF NOT EXISTS events (
+    rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
+    message TEXT, data TEXT);
+CREATE INDEX IF NOT EXISTS events_time ON events(time);
+"""
+
+_REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", "profile",
+                           "provider", "status", "outcome", "latency_ms", "stream", "trail",
+                           "attempts", "dropped", "input_tokens", "output_tokens",
+                           "cache_read_tokens")
+_EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
+
+
+def outcome_of(data: dict[str, Any]) -> str:
+    """`ok` (served by the first provider tried), `failover` (served after another failed or
+    was skipped) or `failed` (no provider answered well)."""
+    status = data.get("status")
+    if not isinstance(status, int) or status >= 400:
+        return "failed"
+    return "failover" if len(data.get("attempts") or []) > 1 else "ok"
+
+
+def _request_row(event: Event) -> tuple[Any, ...]:
+    d = event.data
+    usage = d.get("usage") or {}
+    return (event.id, event.time, d.get("protocol"), d.get("endpoint"), d.get("model"),
+            d.get("profile"), d.get("provider"), d.get("status"), outcome_of(d),
+            d.get("latency_ms"), 1 if d.get("stream") else 0, d.get("trail"),
+            json.dumps(d.get("attempts") or []), json.dumps(d.get("dropped") or []),
+            usage.get("input_tokens"), usage.get("output_tokens"),
+            usage.get("cache_read_tokens"))
+
+
+def _event_row(event: Event) -> tuple[Any, ...]:
+    return (event.id, event.time, event.kind, event.profile, event.message,
+            json.dumps(event.data, default=str))
+
+
+def _default_connect(path: str) -> sqlite3.Connection:
+    return sqlite3.connect(path, timeout=5.0, isolation_level=None)
+
+
+def open_database(path: Path, connect: Connect = _default_connect) -> sqlite3.Connection:
+    """The journal's database, created if new, in WAL mode (raises sqlite3.Error / OSError)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = connect(str(path))
+    conn.execute("PRAGMA busy_timeout = 5000")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.executescript(_SCHEMA)
+    if path.exists():
+        path.chmod(0o600)  # what was asked and by whom is nobody else's business
+    return conn
+
+
+class Journal:
+    def __init__(self, path: Path, *, max_age_s: float = 30 * 86400.0,
+                 max_bytes: int = 200 * 1024 * 1024, wall: Callable[[], float] = time.time,
+                 connect: Connect = _default_connect,
+                 flush_interval_s: float = FLUSH_INTERVAL_S,
+                 retention_every_s: float = RETENTION_EVERY_S) -> None:
+        self.path = path
+        self.max_age_s = max_age_s
+        self.max_bytes = max_bytes
+        self._wall = wall
+        self._connect = connect
+        self._flush_interval_s = flush_interval_s
+        self._retention_every_s = retention_every_s
+        self._pending: deque[Event] = deque(maxlen=PENDING_MAX)
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._flushed = threading.Condition()
+        self._written = 0  # events written (or given up on) so far
+        self._recorded = 0
+        self._thread: threading.Thread | None = None
+        self.problem: str | None = None  # set once the journal is off
+
+    # -- the hot path --------------------------------------------------------------------------
+
+    def record(self, event: Event) -> None:
+        """Queue `event` for the writer (an event-bus sink: never blocks, never raises)."""
+        if self.problem is None:
+            self._pending.append(event)
+            self._recorded += 1
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None and self.problem is None:
+            self._thread = threading.Thread(target=self._run, name="claudex-journal",
+                                            daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Write what is pending and stop the writer (blocks up to a few seconds)."""
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+            self._thread = None
+
+    def flush(self, timeout_s: float = 10.0) -> None:
+        """Wait until everything recorded so far is written (tests, `close`)."""
+        target = self._recorded
+        self._wake.set()
+        with self._flushed:
+            self._flushed.wait_for(lambda: self._written >= target or self.problem is not None
+                                   or self._thread is None, timeout_s)
+
+    def status(self) -> dict[str, Any]:
+        return {"enabled": self.problem is None, "path": str(self.path), "problem": self.problem}
+
+    # -- the writer thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            conn = open_database(self.path, self._connect)
+        except (sqlite3.Error, OSError) as exc:
+            self._turn_off(exc)
+            return
+        last_retention = -1e18
+        try:
+            while True:
+                self._wake.wait(self._flush_interval_s)
+                self._wake.clear()
+                stopping = self._stop.is_set()
+                self._write_pending(conn)
+                now = self._wall()
+                if self.problem is None and now - last_retention >= self._retention_every_s:
+                    last_retention = now
+                    self._apply_retention(conn)
+                if stopping or self.problem is not None:
+                    return
+        finally:
+            conn.close()
+            with self._flushed:
+                self._flushed.notify_all()
+
+    def _write_pending(self, conn: sqlite3.Connection) -> None:
+        batch: list[Event] = []
+        while self._pending:
+            batch.append(self._pending.popleft())
+        if batch:
+            requests = [_request_row(e) for e in batch if e.kind == "request"]
+            others = [_event_row(e) for e in batch if e.kind not in ("request", "health")]
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.executemany(f"INSERT INTO requests ({', '.join(_REQUEST_COLUMNS)}) "
+                                 f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))})", requests)
+                conn.executemany(f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
+                                 f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})", others)
+                conn.execute("COMMIT")
+            except (sqlite3.Error, OSError) as exc:
+                _rollback(conn)
+                self._turn_off(exc)
+        with self._flushed:
+            self._written += len(batch)
+            self._flushed.notify_all()
+
+    def _apply_retention(self, conn: sqlite3.Connection) -> None:
+        try:
+            cutoff = self._wall() - self.max_age_s
+            conn.execute("DELETE FROM requests WHERE time < ?", (cutoff,))
+            conn.execute("DELETE FROM events WHERE time < ?", (cutoff,))
+            for _ in range(10):
+                size = self._size(conn)
+                if size <= self.max_bytes:
+                    break
+                # The oldest rows, in the share the file is over (and at least a tenth).
+                share = max(0.1, 1.0 - self.max_bytes / size + 0.05)
+                for table in ("requests", "events"):
+                    conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM "
+                                 f"{table} ORDER BY time LIMIT (SELECT CAST(COUNT(*) * ? AS "
+                                 f"INTEGER) + 1 FROM {table}))", (share,))
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("VACUUM")
+        except (sqlite3.Error, OSError) as exc:
+            self._turn_off(exc)
+
+    @staticmethod
+    def _size(conn: sqlite3.Connection) -> int:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int((pages - free) * size)
+
+    def _turn_off(self, exc: BaseException) -> None:
+        why = str(exc) or type(exc).__name__
+        if self.problem is None:
+            self.problem = f"{why} ({self.path})"
+            log.warning("history off: %s; requests go on without it", self.problem)
+        self._pending.clear()
+        with self._flushed:
+            self._flushed.notify_all()
+
+
+def default_history_path() -> Path:
+    return platformdirs.user_state_path("claudex") / "history.sqlite3"
+
+
+def history_path(settings: HistorySettings) -> Path:
+    return Path(settings.path).expanduser() if settings.path else default_history_path()
+
+
+def journal_from_settings(settings: HistorySettings) -> Journal | None:
+    """The journal `[history]` asks for (not started), or None when it is off."""
+    if not settings.enabled:
+        return None
+    return Journal(history_path(settings), max_age_s=settings.max_age_days * 86400.0,
+                   max_bytes=int(settings.max_mb * 1024 * 1024))
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    try:
+        conn.execute("ROLLBACK")
+    except sqlite3.Error:
+        pass

@@ -1,0 +1,124 @@
+"""Reading the history journal: `GET /_claudex/history` and `claudex history`.
+
+Reads open their own connection (WAL: readers never block the writer) and run off the event loop
+(`asyncio.to_thread`). A filter that is not understood is a `HistoryQueryError` with a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+OUTCOMES: Final = ("ok", "failover", "failed")
+DEFAULT_LIMIT: Final = 500
+MAX_LIMIT: Final = 10_000
+_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+class HistoryQueryError(ValueError):
+    """A filter that does not parse; the message says which and how it should look."""
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    since: float | None = None
+    until: float | None = None
+    provider: str | None = None
+    outcome: str | None = None
+    limit: int = DEFAULT_LIMIT
+
+
+def parse_when(text: str, now: float, name: str) -> float:
+    """`2h` / `10m` / `30s` / `1d` ago, or epoch seconds."""
+    text = text.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhd])", text)
+    if match:
+        return now - float(match.group(1)) * _UNITS[match.group(2)]
+    try:
+        return float(text)
+    except ValueError:
+        raise HistoryQueryError(f"{name} takes a duration ago (30s, 10m, 2h, 1d) or epoch "
+                                f"seconds, not {text[:40]!r}") from None
+
+
+def parse_query(params: Mapping[str, str], now: float) -> HistoryQuery:
+    since = params.get("since")
+    until = params.get("until")
+    outcome = params.get("outcome") or None
+    if outcome is not None and outcome not in OUTCOMES:
+        raise HistoryQueryError(f"outcome is one of {', '.join(OUTCOMES)}, not {outcome[:40]!r}")
+    raw_limit = params.get("limit")
+    limit = DEFAULT_LIMIT
+    if raw_limit:
+        try:
+            limit = int(raw_limit)
+        except ValueError:
+            raise HistoryQueryError(f"limit takes a whole number, not {raw_limit[:40]!r}") from None
+        if not 1 <= limit <= MAX_LIMIT:
+            raise HistoryQueryError(f"limit is between 1 and {MAX_LIMIT}")
+    return HistoryQuery(
+        since=parse_when(since, now, "since") if since else None,
+        until=parse_when(until, now, "until") if until else None,
+        provider=params.get("provider") or None, outcome=outcome, limit=limit)
+
+
+def read_history(path: Path, query: HistoryQuery) -> dict[str, Any]:
+    """`{"requests": [...], "events": [...]}`, oldest first, at most `limit` of each (the
+    newest ones). A journal not written yet reads as empty."""
+    if not path.exists():
+        return {"requests": [], "events": []}
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    try:
+        conn.row_factory = sqlite3.Row
+        where: list[str] = ["1=1"]
+        args: list[object] = []
+        if query.since is not None:
+            where.append("time >= ?")
+            args.append(query.since)
+        if query.until is not None:
+            where.append("time <= ?")
+            args.append(query.until)
+        req_where, req_args = list(where), list(args)
+        ev_where, ev_args = list(where), list(args)
+        if query.provider:
+            # A request that tried the provider counts, not only one it served.
+            req_where.append("(provider = ? OR trail LIKE ?)")
+            req_args += [query.provider, f"%{query.provider}%"]
+            ev_where.append("profile = ?")
+            ev_args.append(query.provider)
+        if query.outcome:
+            req_where.append("outcome = ?")
+            req_args.append(query.outcome)
+        requests = conn.execute(
+            f"SELECT * FROM (SELECT * FROM requests WHERE {' AND '.join(req_where)} "
+            "ORDER BY time DESC, rowid DESC LIMIT ?) ORDER BY time, rowid",
+            [*req_args, query.limit]).fetchall()
+        events: list[sqlite3.Row] = []
+        if not query.outcome:  # an outcome is a request's
+            events = conn.execute(
+                f"SELECT * FROM (SELECT * FROM events WHERE {' AND '.join(ev_where)} "
+                "ORDER BY time DESC, rowid DESC LIMIT ?) ORDER BY time, rowid",
+                [*ev_args, query.limit]).fetchall()
+    finally:
+        conn.close()
+    return {"requests": [_request_json(r) for r in requests],
+            "events": [_event_json(r) for r in events]}
+
+
+def _request_json(row: sqlite3.Row) -> dict[str, Any]:
+    out = {k: row[k] for k in row.keys() if k != "rowid"}
+    out["stream"] = bool(out.get("stream"))
+    for key in ("attempts", "dropped"):
+        out[key] = json.loads(out[key]) if out.get(key) else []
+    return out
+
+
+def _event_json(row: sqlite3.Row) -> dict[str, Any]:
+    out = {k: row[k] for k in row.keys() if k != "rowid"}
+    out["data"] = json.loads(out["data"]) if out.get("data") else {}
+    return out
