@@ -138,7 +138,8 @@ async def test_backup_chain_is_an_ordered_pick_list(config_file: Path) -> None:
         editor = app.editor
         choice: Select[str] = editor.query_one("#backup-choice", Select)
         # Only profiles not yet in the chain, and never the profile itself.
-        assert [str(prompt) for prompt, _ in choice._options if _ != Select.NULL] == ["claude", "codex"]
+        offered = [str(prompt) for prompt, _ in choice._options if _ != Select.NULL]
+        assert offered == ["claude", "codex"]
         chain = editor.query_one("#backup-list")
         chain.focus()
         await pilot.press("down")  # highlight "deepseek"
