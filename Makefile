@@ -20,7 +20,10 @@ screenshots: $(STAMP)  ## render screenshots/*.svg and .png from real demo state
 	  || echo "install librsvg2-bin (rsvg-convert) for the PNGs"
 	$(BIN)/python -m claudex.console.screenshots screenshots
 
-test: $(STAMP)  ## run the whole test suite
+test: $(STAMP)  ## run the whole test suite (the fleet tests need redis-server: installed if missing)
+	@command -v redis-server >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server; } \
+	  || echo "install redis-server (Debian's package): the fleet tests need it and will fail"
 	$(BIN)/pytest -q
 
 e2e: $(STAMP)  ## the real Claude Code and Codex CLI (pinned; npm into ~/.cache/claudex-e2e) through claudex serve

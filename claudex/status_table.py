@@ -81,3 +81,19 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
         out.print("last errors:")
         for line in errors:
             out.print(Text("  ") + line)
+    if isinstance(data.get("fleet"), dict):
+        _render_fleet(data["fleet"], out)
+
+
+def _render_fleet(fleet: dict[str, Any], out: Console) -> None:
+    """`[fleet]`: whether Redis answers, and every instance heard from (engine/fleet.py)."""
+    unreachable = fleet.get("redis") == "unreachable"
+    head = Text(str(fleet.get("status", "fleet")), style="bold red" if unreachable else "bold")
+    head.append(f" · this instance: {fleet.get('name', '?')}", style="")
+    if unreachable and fleet.get("error"):
+        head.append(f" ({SCRUBBER.text(str(fleet['error']))}; using its own state)", style="dim")
+    out.print(head)
+    for inst in fleet.get("instances") or []:
+        age = inst.get("age_s")
+        seen = f"heartbeat {age:.1f}s ago" if isinstance(age, int | float) else ""
+        out.print(Text(f"  {inst.get('name', '?')}  {inst.get('listen', '')}  {seen}"))

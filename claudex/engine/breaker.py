@@ -95,6 +95,10 @@ class _Signal(Enum):
     PROBE_PASSED = "probe_passed"
     TRIP = "trip"
     RESET = "reset"
+    # Another instance of a fleet (engine/fleet.py) opened this provider's breaker, or closed
+    # it after its probe succeeded: the same facts, learned second hand.
+    PEER_OPENED = "peer_opened"
+    PEER_CLOSED = "peer_closed"
 
 
 @dataclass
@@ -107,6 +111,9 @@ class _Memory:
     doublings: int = 0  # failed probes since the breaker last closed
     probes_in_flight: int = 0
     opened_at: float = 0.0
+    # In a fleet (engine/fleet.py), whether this instance holds the provider's half-open slot:
+    # a read of local memory, so the machine stays pure. None: always (a lone instance).
+    probe_gate: Callable[[], bool] | None = None
 
     @property
     def recovery_seconds(self) -> float:
@@ -148,6 +155,8 @@ def _admit(m: _Memory, now: float, permit: Permit | None) -> _Step:
 def _admit_probe(m: _Memory, now: float, permit: Permit | None) -> _Step:
     if m.probes_in_flight >= m.settings.half_open_probes:
         return _STAY
+    if m.probe_gate is not None and not m.probe_gate():
+        return _STAY  # another instance of the fleet holds the trial slot
     m.probes_in_flight += 1
     return _Step(permit=Permit(probe=True, generation=m.generation))
 
@@ -198,6 +207,15 @@ def _force_open(m: _Memory, now: float, permit: Permit | None) -> _Step:
     return _Step(BreakerState.FORCED_OPEN, "tripped by operator")
 
 
+def _open_for_peer(m: _Memory, now: float, permit: Permit | None) -> _Step:
+    return _Step(BreakerState.OPEN, "opened by another instance")
+
+
+def _close_for_peer(m: _Memory, now: float, permit: Permit | None) -> _Step:
+    _clear_counters(m, now, permit)
+    return _Step(BreakerState.CLOSED, "another instance's probe succeeded")
+
+
 def _clear_counters(m: _Memory, now: float, permit: Permit | None) -> _Step:
     m.consecutive_failures = 0
     m.doublings = 0
@@ -229,6 +247,8 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_C, _S.TICK): _stay,
     (_C, _S.PROBE_PASSED): _stay,
     (_C, _S.TRIP): _force_open,
+    (_C, _S.PEER_OPENED): _open_for_peer,
+    (_C, _S.PEER_CLOSED): _stay,
     (_C, _S.RESET): _clear_counters,
     (_O, _S.ACQUIRE): _stay,
     (_O, _S.SUCCESS): _stay,
@@ -238,6 +258,8 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_O, _S.TICK): _half_open_when_due,
     (_O, _S.PROBE_PASSED): _half_open_at_once,
     (_O, _S.TRIP): _force_open,
+    (_O, _S.PEER_OPENED): _stay,
+    (_O, _S.PEER_CLOSED): _close_for_peer,
     (_O, _S.RESET): _reset_to_closed,
     (_H, _S.ACQUIRE): _admit_probe,
     (_H, _S.SUCCESS): _close_after_probe,
@@ -247,6 +269,8 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_H, _S.TICK): _stay,
     (_H, _S.PROBE_PASSED): _stay,
     (_H, _S.TRIP): _force_open,
+    (_H, _S.PEER_OPENED): _open_for_peer,
+    (_H, _S.PEER_CLOSED): _close_for_peer,
     (_H, _S.RESET): _reset_to_closed,
     (_F, _S.ACQUIRE): _stay,
     (_F, _S.SUCCESS): _stay,
@@ -256,6 +280,8 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_F, _S.TICK): _stay,
     (_F, _S.PROBE_PASSED): _stay,
     (_F, _S.TRIP): _stay,
+    (_F, _S.PEER_OPENED): _stay,
+    (_F, _S.PEER_CLOSED): _stay,
     (_F, _S.RESET): _reset_to_closed,
 }
 
@@ -282,12 +308,13 @@ class CircuitBreaker:
         settings: BreakerSettings,
         clock: Clock,
         on_transition: Callable[[Transition], None] | None = None,
+        probe_gate: Callable[[], bool] | None = None,
     ) -> None:
         self.provider = provider
         self._clock = clock
         self._on_transition = on_transition
         self._state = BreakerState.CLOSED
-        self._memory = _Memory(settings=settings)
+        self._memory = _Memory(settings=settings, probe_gate=probe_gate)
 
     # --- requests ---------------------------------------------------------------------------
 
@@ -320,6 +347,14 @@ class CircuitBreaker:
 
     def reset(self) -> None:
         self._fire(_Signal.RESET)
+
+    def peer_opened(self) -> None:
+        """Another instance's breaker for this provider opened: CLOSED/HALF_OPEN open too."""
+        self._fire(_Signal.PEER_OPENED)
+
+    def peer_closed(self) -> None:
+        """Another instance's probe succeeded: OPEN/HALF_OPEN close; a trip holds."""
+        self._fire(_Signal.PEER_CLOSED)
 
     def poll(self) -> None:
         """Apply time-based transitions (OPEN -> HALF_OPEN when the recovery time is over)."""

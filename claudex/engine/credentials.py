@@ -20,9 +20,11 @@ No token ever appears in a log line, event or exception message.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -140,8 +142,12 @@ class Credentials:
         wall: WallClock = clock.wall,
         on_event: Callable[[Event], None] | None = None,
         run_command: Callable[[str], Awaitable[str]] | None = None,
+        single_flight: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
     ) -> None:
         self._profile = profile
+        # In a fleet (engine/fleet.py): held around a refresh grant, so one instance spends a
+        # refresh token (often single-use) while the others wait and then read what it wrote.
+        self._single_flight = single_flight
         self._env: Mapping[str, str] = env if env is not None else os.environ
         self._http = http
         self._wall = wall
@@ -346,6 +352,31 @@ class Credentials:
             # Asked the token endpoint about this very token a moment ago; don't hammer it.
             self._set_needs_login(self._gave_up.reason, announce=self._status is None)
             return False
+        if not token.refresh_token:
+            return self._fail(failed, "no refresh token")
+        if self._single_flight is not None:
+            # Named by a digest of the refresh token: the same login everywhere, never the token.
+            digest = hashlib.sha256(token.refresh_token.encode()).hexdigest()[:24]
+            async with self._single_flight(f"refresh:{digest}"):
+                return await self._refresh_unless_replaced(failed)
+        try:
+            self._token = await self._grant_and_save(token, doc)
+        except RefreshFailed as exc:
+            return self._fail(failed, exc.reason)
+        return True
+
+    async def _refresh_unless_replaced(self, failed: str) -> bool:
+        """Inside the fleet's lock: another instance may have refreshed while this one waited,
+        and written the new token to the file; only if it did not is a grant asked for."""
+        try:
+            token, doc = self._read_file_or_fail()
+        except TokenFileError as exc:
+            return self._fail(failed, str(exc))
+        if token.access_token != failed:
+            self._token = token
+            self._succeeded(f"{self._profile.name}: picked up the token another instance "
+                            "refreshed")
+            return True
         if not token.refresh_token:
             return self._fail(failed, "no refresh token")
         try:

@@ -22,6 +22,7 @@ from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import Credentials
 from claudex.engine.events import Event, EventBus
 from claudex.engine.failover import Forwarder
+from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.journal import Journal
 from claudex.engine.request import ForwardResult, ProxyRequest
@@ -61,7 +62,9 @@ class Engine:
         self.sleep = sleep
         self.rand = rand
         self.env = env
-        self.events = EventBus()
+        # In a fleet every event names the instance that produced it.
+        self.events = (InstanceEventBus(instance_name(config)) if config.fleet.enabled
+                       else EventBus())
         self.journal = journal
         if journal is not None:
             self.events.sinks.append(journal.record)
@@ -70,6 +73,14 @@ class Engine:
         self.started_at = wall()
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(follow_redirects=False)
+        # `[fleet]` (engine/fleet.py): None unless a redis_url is set, and then only a listener
+        # beside the breakers; applies from start, not on reload.
+        self.fleet: Fleet | None = None
+        if config.fleet.enabled:
+            listen = f"{config.proxy.host}:{config.proxy.port}"
+            self.fleet = Fleet(config.fleet, name=instance_name(config), listen=listen,
+                               runtimes=lambda: self.runtimes, clock=clock, wall=wall,
+                               publish=self.events.publish, env=env)
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
@@ -81,12 +92,19 @@ class Engine:
     # -- wiring --------------------------------------------------------------------------------
 
     def _new_runtime(self, profile: Profile) -> ProviderRuntime:
-        breaker = CircuitBreaker(profile.name, profile.breaker, self.clock, self._on_transition)
+        gate: Callable[[], bool] | None = None
+        if self.config.fleet.enabled:  # half-open trials: only where the fleet's slot is held
+            def holds_slot(name: str = profile.name) -> bool:
+                return self.fleet is None or self.fleet.may_probe(name)
+            gate = holds_slot
+        breaker = CircuitBreaker(profile.name, profile.breaker, self.clock, self._on_transition,
+                                 probe_gate=gate)
         return ProviderRuntime(profile, breaker, self._credentials(profile))
 
     def _credentials(self, profile: Profile) -> Credentials:
         return Credentials(profile, env=self.env, http=self.http, wall=self.wall,
-                           on_event=self.events.publish)
+                           on_event=self.events.publish,
+                           single_flight=self.fleet.single_flight if self.fleet else None)
 
     def _on_transition(self, t: Transition) -> None:
         self.events.publish(Event(
@@ -96,6 +114,8 @@ class Engine:
             t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
                          "at": t.at},
         ))
+        if self.fleet is not None:
+            self.fleet.on_transition(t)
 
     def escalate(self, sentence: str) -> None:
         # One log line per distinct escalation, not one per failing request during an outage.
@@ -116,8 +136,12 @@ class Engine:
         if run_health and self._health_task is None:
             self._health_task = asyncio.create_task(self.health.run_forever(),
                                                     name="claudex-health")
+        if self.fleet is not None:
+            self.fleet.start()
 
     async def close(self) -> None:
+        if self.fleet is not None:
+            await self.fleet.close()
         if self._health_task is not None:
             self._health_task.cancel()
             try:
@@ -195,6 +219,8 @@ class Engine:
         if rt is None:
             return False
         rt.breaker.trip()
+        if self.fleet is not None:
+            self.fleet.operator(name, "forced_open")  # everywhere, and kept across restarts
         return True
 
     def reset(self, name: str) -> bool:
@@ -204,6 +230,8 @@ class Engine:
         rt.breaker.reset()
         rt.cooldown_until = 0.0
         rt.health.auth_failing = False
+        if self.fleet is not None:
+            self.fleet.operator(name, "reset")
         return True
 
     def apply_config(self, config: Config) -> None:
@@ -237,7 +265,7 @@ class Engine:
     def snapshot(self) -> dict[str, Any]:
         now = self.clock()
         degraded = self.config.health.degraded_latency_ms
-        return {
+        status: dict[str, Any] = {
             "listen": f"{self.config.proxy.host}:{self.config.proxy.port}",
             "config_path": str(self.config.path) if self.config.path else None,
             "uptime_s": round(self.wall() - self.started_at, 1),
@@ -253,6 +281,9 @@ class Engine:
             "history": (self.journal.status() if self.journal is not None
                         else {"enabled": False, "path": None, "problem": "not kept"}),
         }
+        if self.fleet is not None:
+            status["fleet"] = self.fleet.status_json()
+        return status
 
 
 def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:

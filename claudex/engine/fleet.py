@@ -1,0 +1,379 @@
+"""A fleet: claudex instances sharing breaker facts, trips and cooldowns through Redis.
+
+Each instance keeps its own breakers (engine/breaker.py, pure) and its own decisions: the
+request path reads only local state and never awaits Redis. This module sits beside it:
+
+- what happens locally (a breaker opening, a probe closing it, a trip, a reset, a 429's
+  cooldown) becomes a fact (engine/fleet_facts.py) in the local registers, marked to be written;
+- a background task writes marked facts to Redis (write-if-newer, announced on pub/sub), reads
+  announcements, and once a `ROUND_S` reads every record back, heartbeats, and re-offers every
+  local fact (so a Redis restarted empty is filled again, and an instance that was cut off
+  catches up);
+- a fact from another instance that is newer than the local register's drives the local
+  breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown.
+
+When Redis is down, slow or cut, the task times out, says "fleet: redis unreachable" once (log,
+status), and retries every `RETRY_S`; the instance goes on with its own state meanwhile. Clocks:
+facts carry wall time (they cross machines), so the fleet's clocks should agree to well under a
+breaker's recovery time (NTP does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
+from dataclasses import replace
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from claudex.config.model import Config, FleetSettings
+from claudex.engine.breaker import BreakerState, Transition
+from claudex.engine.clock import Clock, WallClock
+from claudex.engine.events import Event, EventBus
+from claudex.engine.fleet_facts import REGISTERS, Fact, Register, Registers, view
+from claudex.engine.fleet_redis import FleetStore
+from claudex.engine.runtime import ProviderRuntime
+
+log = logging.getLogger("claudex.fleet")
+
+ROUND_S = 1.0  # read-back, heartbeat and re-offer period
+RETRY_S = 1.0  # wait between reconnection attempts while Redis is unreachable
+HEARTBEAT_TTL_S = 5.0  # an instance not heard from for this long drops out of the list
+COOLDOWN_POLL_S = 0.2  # how often local cooldowns are looked at (they are set by failover.py)
+PROBE_LEASE_S = 3.0  # a half-open slot's holder must renew it within this (it dies: freed)
+LEASE_POLL_S = 0.2  # how often half-open breakers take or renew the slot
+# An OAuth refresh's lock: held at most this long (a holder that died frees it so), and waited
+# for at most this long before refreshing alone.
+REFRESH_LOCK_S = 15.0
+_FAULTS = (RedisError, OSError, TimeoutError, asyncio.TimeoutError)
+
+
+class InstanceEventBus(EventBus):
+    """The event bus of an instance in a fleet: every event says which instance produced it
+    (`data["instance"]`), so consoles and journals fed by several instances can tell."""
+
+    def __init__(self, instance: str) -> None:
+        super().__init__()
+        self.instance = instance
+
+    def publish(self, event: Event) -> None:
+        if "instance" not in event.data:
+            event = replace(event, data={**event.data, "instance": self.instance})
+        super().publish(event)
+
+
+def instance_name(config: Config) -> str:
+    """`[fleet] name`, else the address the instance listens on (unique on one machine)."""
+    return config.fleet.name or f"{config.proxy.host}:{config.proxy.port}"
+
+
+class Fleet:
+    def __init__(
+        self,
+        settings: FleetSettings,
+        *,
+        name: str,
+        listen: str,
+        runtimes: Callable[[], Mapping[str, ProviderRuntime]],
+        clock: Clock,
+        wall: WallClock,
+        publish: Callable[[Event], None],
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        assert settings.redis_url is not None
+        self.settings = settings
+        self.name = name
+        self.listen = listen
+        self._runtimes = runtimes
+        self._clock = clock
+        self._wall = wall
+        self._publish = publish
+        environ = os.environ if env is None else env
+        self._password = environ.get(settings.password_env) if settings.password_env else None
+        self.registers: dict[str, Registers] = {}
+        self._dirty: set[tuple[str, Register]] = set()
+        self._wake = asyncio.Event()
+        self._cooldown_seen: dict[str, float] = {}
+        self._driving = False
+        self.redis = "connecting"  # "connected" | "unreachable"
+        self.error: str | None = None
+        self.instances: list[dict[str, Any]] = []
+        self.started_at = wall()
+        self.applied = 0  # facts from other instances applied here
+        # Providers whose fleet-wide half-open slot this instance holds (a Redis lease).
+        self.probe_slots: set[str] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._store: FleetStore | None = None  # while connected
+
+    # -- hooks the engine calls (synchronous: never on Redis' time) ---------------------------
+
+    def on_transition(self, t: Transition) -> None:
+        """A local breaker moved: failures opening it and probes closing it are fleet news;
+        trips and resets arrive through `operator`, and what a peer caused is not re-sent."""
+        if self._driving:
+            return
+        now = self._wall()
+        if t.new is BreakerState.OPEN:
+            rt = self._runtimes().get(t.provider)
+            recovery = rt.breaker.snapshot().recovery_seconds if rt else 0.0
+            self._record(Fact(t.provider, "traffic", "open", now, self.name, now + recovery))
+        elif t.new is BreakerState.CLOSED and t.old is BreakerState.HALF_OPEN:
+            self._record(Fact(t.provider, "traffic", "closed", now, self.name))
+
+    def operator(self, provider: str, action: str) -> None:
+        """Trip ("forced_open") or reset ("reset") from this instance's API, CLI or console."""
+        self._record(Fact(provider, "operator", action, self._wall(), self.name))
+        if action == "reset":
+            self._cooldown_seen[provider] = 0.0
+
+    def may_probe(self, provider: str) -> bool:
+        """Whether this instance's half-open breaker may admit trials: only the slot's holder
+        does, so the fleet sends `half_open_probes` trials, not that many per instance. Without
+        Redis, every instance decides alone (as a lone instance would)."""
+        return self.redis != "connected" or provider in self.probe_slots
+
+    @asynccontextmanager
+    async def single_flight(self, what: str) -> AsyncIterator[None]:
+        """Hold the fleet's lock on `what` (an OAuth refresh) for the block. Waits while another
+        instance holds it, up to `REFRESH_LOCK_S`; with Redis away or the wait over, the block
+        runs anyway: a refresh is never refused for want of a lock."""
+        store = self._store if self.redis == "connected" else None
+        holder = f"{self.name}/{uuid.uuid4().hex[:8]}"
+        held = False
+        if store is not None:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + REFRESH_LOCK_S
+            try:
+                while not (held := await store.hold_lease(what, holder, REFRESH_LOCK_S)):
+                    if loop.time() > deadline:
+                        log.warning("fleet: waited %.0fs for %s; going ahead", REFRESH_LOCK_S,
+                                    what)
+                        break
+                    await asyncio.sleep(0.05)
+            except _FAULTS:
+                held = False
+        try:
+            yield
+        finally:
+            if held and store is not None:
+                with suppress(*_FAULTS):
+                    await store.drop_lease(what, holder)
+
+    def _record(self, fact: Fact) -> None:
+        if self.registers.setdefault(fact.provider, Registers()).offer(fact):
+            self._dirty.add((fact.provider, fact.register))
+            self._wake.set()
+
+    # -- facts from elsewhere ----------------------------------------------------------------
+
+    def receive(self, fact: Fact) -> bool:
+        """Apply a fact read from Redis if it is newer than what is known here; True if so."""
+        regs = self.registers.setdefault(fact.provider, Registers())
+        if not regs.offer(fact):
+            return False
+        if fact.by != self.name:
+            self.applied += 1
+            self._drive(fact, regs)
+        return True
+
+    @contextmanager
+    def _quietly(self) -> Iterator[None]:
+        self._driving = True
+        try:
+            yield
+        finally:
+            self._driving = False
+
+    def _drive(self, fact: Fact, regs: Registers) -> None:
+        rt = self._runtimes().get(fact.provider)
+        if rt is None:
+            return  # a provider this instance does not have (yet): kept, applied if it comes
+        now_wall = self._wall()
+        wanted = view(regs, now_wall)
+        breaker = rt.breaker
+        with self._quietly():
+            if fact.register == "operator" and fact.state == "forced_open":
+                breaker.trip()
+            elif fact.register == "operator":
+                breaker.reset()
+                rt.cooldown_until = 0.0
+                rt.health.auth_failing = False
+                self._cooldown_seen[fact.provider] = 0.0
+            if wanted.breaker == "open" and fact.register in ("operator", "traffic"):
+                breaker.peer_opened()
+            elif (wanted.breaker == "closed" and fact.register == "traffic"
+                  and fact.state == "closed"):
+                breaker.peer_closed()
+        if wanted.cooling_until is not None and fact.register in ("operator", "cooldown"):
+            until = self._clock() + (wanted.cooling_until - now_wall)
+            if until > rt.cooldown_until:
+                rt.cooldown_until = until
+                self._cooldown_seen[fact.provider] = until
+        log.info("fleet: %s's %s %s, from %s", fact.provider, fact.register, fact.state, fact.by)
+
+    def watch_cooldowns(self) -> None:
+        # failover.py sets `cooldown_until` on a 429; noticing it here keeps the request path
+        # free of fleet code. Only a cooldown that grew is news.
+        now, now_wall = self._clock(), self._wall()
+        for name, rt in self._runtimes().items():
+            until = rt.cooldown_until
+            if until > now and until > self._cooldown_seen.get(name, 0.0) + 0.5:
+                self._cooldown_seen[name] = until
+                self._record(Fact(name, "cooldown", "cooling", now_wall, self.name,
+                                  now_wall + (until - now)))
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="claudex-fleet")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _run(self) -> None:
+        assert self.settings.redis_url is not None
+        watcher = asyncio.create_task(self._cooldown_loop())
+        try:
+            while True:
+                store = FleetStore(self.settings.redis_url, self.settings.key_prefix,
+                                   password=self._password)
+                try:
+                    await store.ping()
+                    self._reachable()
+                    await self._connected(store)
+                except _FAULTS as exc:
+                    self._unreachable(exc)
+                finally:
+                    await store.close()
+                await asyncio.sleep(RETRY_S)
+        finally:
+            watcher.cancel()
+
+    async def _cooldown_loop(self) -> None:
+        while True:
+            self.watch_cooldowns()
+            await asyncio.sleep(COOLDOWN_POLL_S)
+
+    async def _connected(self, store: FleetStore) -> None:
+        """Runs until a Redis call fails; then raises it."""
+        await self._round(store)
+        self._store = store
+        tasks = [asyncio.create_task(self._listen(store)),
+                 asyncio.create_task(self._write_loop(store)),
+                 asyncio.create_task(self._round_loop(store)),
+                 asyncio.create_task(self._slot_loop(store))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # re-raises the fault that ended the connection
+        finally:
+            self._store = None
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _listen(self, store: FleetStore) -> None:
+        async for fact in store.announcements():
+            self.receive(fact)
+
+    async def _write_loop(self, store: FleetStore) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._flush(store)
+
+    async def _flush(self, store: FleetStore) -> None:
+        dirty, self._dirty = self._dirty, set()
+        try:
+            for provider, register in sorted(dirty):
+                fact = self.registers[provider].get(register)
+                if fact is not None and fact.live(self._wall()):
+                    await store.write(fact, self._wall())
+        except BaseException:
+            self._dirty |= dirty  # not known to be written: offered again next time
+            raise
+
+    async def _slot_loop(self, store: FleetStore) -> None:
+        while True:
+            await self._slots(store)
+            await asyncio.sleep(LEASE_POLL_S)
+
+    async def _slots(self, store: FleetStore) -> None:
+        for provider, rt in list(self._runtimes().items()):
+            if rt.breaker.state is BreakerState.HALF_OPEN:
+                if await store.hold_lease(f"probe:{provider}", self.name, PROBE_LEASE_S):
+                    self.probe_slots.add(provider)
+                else:
+                    self.probe_slots.discard(provider)
+            elif provider in self.probe_slots:
+                self.probe_slots.discard(provider)  # the trial is over: closed or re-opened
+                await store.drop_lease(f"probe:{provider}", self.name)
+
+    async def _round_loop(self, store: FleetStore) -> None:
+        while True:
+            await asyncio.sleep(ROUND_S)
+            await self._round(store)
+
+    async def _round(self, store: FleetStore) -> None:
+        for fact in await store.read_facts():
+            self.receive(fact)
+        # Re-offer everything known here; Redis keeps only what is newer than its record, so
+        # this costs nothing once the fleet agrees, and refills a Redis that came back empty.
+        for provider, regs in self.registers.items():
+            for register in REGISTERS:
+                if regs.get(register) is not None:
+                    self._dirty.add((provider, register))
+        await self._flush(store)
+        await store.beat(self.name, self._heartbeat(), HEARTBEAT_TTL_S)
+        self.instances = await store.instances()
+
+    def _heartbeat(self) -> dict[str, Any]:
+        return {"name": self.name, "listen": self.listen, "pid": os.getpid(),
+                "started_at": self.started_at, "heartbeat": self._wall()}
+
+    def _reachable(self) -> None:
+        if self.redis == "unreachable":
+            log.warning("fleet: redis reachable again; re-publishing this instance's facts")
+            self._publish(Event("escalation", "fleet: redis reachable again"))
+        elif self.redis == "connecting":
+            log.info("fleet: %s joined through redis (prefix %s)", self.name,
+                     self.settings.key_prefix)
+        self.redis, self.error = "connected", None
+
+    def _unreachable(self, exc: BaseException) -> None:
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if self.redis != "unreachable":
+            # Once per outage, not per retry or request; the instance carries on alone.
+            log.warning("fleet: redis unreachable (%s); using this instance's own state", reason)
+            self._publish(Event("escalation", "fleet: redis unreachable"))
+        self.redis, self.error = "unreachable", reason
+        self.probe_slots.clear()  # the leases lapse by themselves
+        self.instances = [i for i in self.instances if i.get("name") == self.name]
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def status_json(self) -> dict[str, Any]:
+        now_wall = self._wall()
+        instances = [{**i, "age_s": round(max(0.0, now_wall - float(i.get("heartbeat", 0))), 2)}
+                     for i in self.instances]
+        return {
+            "name": self.name,
+            "redis": self.redis,
+            "status": "fleet: redis unreachable" if self.redis == "unreachable"
+            else f"fleet: {self.redis}",
+            "error": self.error,
+            "key_prefix": self.settings.key_prefix,
+            "instances": instances,
+            "facts_applied": self.applied,
+            "probe_slots": sorted(self.probe_slots),
+        }

@@ -1,0 +1,155 @@
+"""What instances of a fleet tell each other, and the pure rules for merging it.
+
+A fleet shares *facts*, never breaker tables: each instance keeps its own `CircuitBreaker`
+(pure, local, authoritative for its own requests) and drives it toward what the facts say.
+
+A fact is about one provider and lives in one of three registers:
+
+- `operator`: "forced_open" (tripped) or "reset"; written by trip/reset from any instance.
+- `traffic`: "open" (failures opened a breaker, until `until`) or "closed" (a probe succeeded).
+- `cooldown`: "cooling" until `until` (a 429's Retry-After).
+
+Each register holds the last write: the newer fact wins, newer meaning a later `(at, by)` — the
+wall time it was written and the instance that wrote it (a tie between two instances is broken by
+name, so every instance picks the same one). Because every fact carries its time, a stale fact
+republished after Redis comes back (an old trip, say) loses to the later one instead of being
+resurrected.
+
+Between registers, operator intent wins: a trip holds whatever traffic says until a later reset;
+a reset cancels the traffic open and the cooldown written before it, not those written after.
+`view()` computes that, given the wall time; it does no I/O and reads no clock of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Register = Literal["operator", "traffic", "cooldown"]
+REGISTERS: tuple[Register, ...] = ("operator", "traffic", "cooldown")
+_STATES: dict[Register, frozenset[str]] = {
+    "operator": frozenset({"forced_open", "reset"}),
+    "traffic": frozenset({"open", "closed"}),
+    "cooldown": frozenset({"cooling"}),
+}
+
+# How long Redis keeps a record that does not expire by itself: long enough that an instance
+# cut off for a while cannot resurrect what it missed, short enough that dead providers' keys go.
+SETTLED_TTL_S = 24 * 3600.0
+
+
+@dataclass(frozen=True)
+class Fact:
+    provider: str
+    register: Register
+    state: str
+    at: float  # wall-clock seconds when written
+    by: str  # the instance that wrote it
+    until: float | None = None  # wall time an "open" or "cooling" stops holding
+
+    def newer_than(self, other: Fact | None) -> bool:
+        return other is None or (self.at, self.by) > (other.at, other.by)
+
+    def live(self, now_wall: float) -> bool:
+        return self.until is None or now_wall < self.until
+
+    def ttl_s(self, now_wall: float) -> float | None:
+        """How long Redis should keep the record: None for a trip (until reset), else until it
+        stops holding (never less than a second, so a write always lands)."""
+        if self.state == "forced_open":
+            return None
+        if self.until is None:
+            return SETTLED_TTL_S
+        return max(1.0, self.until - now_wall)
+
+    def key(self) -> str:
+        return f"{self.register}:{self.provider}"
+
+    def encode(self) -> str:
+        return json.dumps({"provider": self.provider, "register": self.register,
+                           "state": self.state, "at": self.at, "by": self.by,
+                           "until": self.until}, separators=(",", ":"))
+
+
+class BadFact(ValueError):
+    """A record that is not a fact this version understands (another program's key, a newer
+    claudex's shape): ignored, never applied half-read."""
+
+
+def decode(raw: str | bytes) -> Fact:
+    try:
+        data: Any = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadFact(f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise BadFact("not an object")
+    register, state = data.get("register"), data.get("state")
+    if register not in _STATES or state not in _STATES[register]:
+        raise BadFact(f"unknown register/state {register!r}/{state!r}")
+    provider, by = data.get("provider"), data.get("by")
+    at, until = data.get("at"), data.get("until")
+    if not isinstance(provider, str) or not isinstance(by, str) or not provider or not by:
+        raise BadFact("provider and by must be names")
+    if isinstance(at, bool) or not isinstance(at, int | float):
+        raise BadFact("at must be a time")
+    if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
+        raise BadFact("until must be a time or null")
+    return Fact(provider, register, state, float(at), by,
+                None if until is None else float(until))
+
+
+@dataclass
+class Registers:
+    """The newest fact known locally for one provider, per register."""
+
+    operator: Fact | None = None
+    traffic: Fact | None = None
+    cooldown: Fact | None = None
+
+    def get(self, register: Register) -> Fact | None:
+        value: Fact | None = getattr(self, register)
+        return value
+
+    def offer(self, fact: Fact) -> bool:
+        """Keep `fact` if it is newer than what its register holds; True when it was kept."""
+        if not fact.newer_than(self.get(fact.register)):
+            return False
+        setattr(self, fact.register, fact)
+        return True
+
+    def facts(self) -> list[Fact]:
+        return [f for f in (self.operator, self.traffic, self.cooldown) if f is not None]
+
+
+BreakerView = Literal["forced_open", "open", "closed"]
+
+
+@dataclass(frozen=True)
+class View:
+    """What the facts say a provider's breaker and cooldown should be, at one wall time."""
+
+    breaker: BreakerView
+    open_until: float | None = None  # wall time, for "open"
+    cooling_until: float | None = None  # wall time; None when no cooldown holds
+    reset_at: float | None = None  # the reset that cancelled what came before, if any
+
+
+def view(regs: Registers, now_wall: float) -> View:
+    op, traffic, cool = regs.operator, regs.traffic, regs.cooldown
+    if op is not None and op.state == "forced_open":
+        return View("forced_open", cooling_until=_cooling(cool, None, now_wall))
+    reset = op if op is not None else None
+    breaker: BreakerView = "closed"
+    open_until = None
+    if (traffic is not None and traffic.state == "open" and traffic.live(now_wall)
+            and traffic.newer_than(reset)):
+        breaker, open_until = "open", traffic.until
+    return View(breaker, open_until, _cooling(cool, reset, now_wall),
+                None if reset is None else reset.at)
+
+
+def _cooling(cool: Fact | None, reset: Fact | None, now_wall: float) -> float | None:
+    if cool is None or not cool.live(now_wall) or not cool.newer_than(reset):
+        return None
+    return cool.until

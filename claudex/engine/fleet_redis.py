@@ -1,0 +1,184 @@
+"""The Redis side of a fleet: where facts are recorded, announced and read back.
+
+Layout, under the `[fleet] key_prefix` (default "claudex"):
+
+- `{prefix}:fact:{register}:{provider}`: the newest fact of that register (engine/fleet_facts.py),
+  with a TTL that ends when the fact stops holding (a trip has none: it holds until a reset).
+- `{prefix}:facts`: the pub/sub channel every written fact is announced on, for immediacy.
+- `{prefix}:instance:{name}`: each instance's heartbeat, expiring when it stops beating.
+
+A fact is written by one Lua script that compares it with the stored one and writes and announces
+it only if it is newer (the same rule as `Fact.newer_than`), so two instances republishing after an
+outage cannot put an older fact over a newer one, whatever the order their writes arrive in.
+
+Every command is bounded by `timeout_s` (the client's socket timeouts, and `asyncio.wait_for`
+over each call, since a reconnect inside the client could otherwise take longer): a slow or cut
+Redis costs the background task a timeout, never a request, which never awaits any of this.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from claudex.engine.fleet_facts import BadFact, Fact, decode
+
+T = TypeVar("T")
+
+# KEYS: the fact's key, the channel. ARGV: the encoded fact, its at, its by, TTL in ms (0: none).
+_WRITE_IF_NEWER = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local ok, stored = pcall(cjson.decode, current)
+  if ok and type(stored) == 'table' and type(stored.at) == 'number' then
+    local at = tonumber(ARGV[2])
+    if stored.at > at or (stored.at == at and tostring(stored.by) >= ARGV[3]) then
+      return 0
+    end
+  end
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+else
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+redis.call('PUBLISH', KEYS[2], ARGV[1])
+return 1
+"""
+
+
+# A lease: KEYS[1]; ARGV: the holder, the lease in ms. Taken when free, renewed by its holder.
+_HOLD_LEASE = """
+local holder = redis.call('GET', KEYS[1])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+_DROP_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class FleetStore:
+    """One connection's worth of Redis for one instance; `close()` and make a new one after a
+    failure (redis-py's own retries are off: the fleet's supervisor decides when to retry)."""
+
+    def __init__(self, url: str, prefix: str, *, password: str | None = None,
+                 timeout_s: float = 0.5) -> None:
+        self.prefix = prefix
+        self.timeout_s = timeout_s
+        self.channel = f"{prefix}:facts"
+        self._client: Redis = Redis.from_url(
+            url, password=password, decode_responses=True,
+            socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
+            retry=Retry(NoBackoff(), 0), health_check_interval=0,
+        )
+        self._write = self._client.register_script(_WRITE_IF_NEWER)
+        self._hold = self._client.register_script(_HOLD_LEASE)
+        self._drop = self._client.register_script(_DROP_LEASE)
+
+    async def _bounded(self, call: Awaitable[T]) -> T:
+        return await asyncio.wait_for(call, self.timeout_s * 2)
+
+    async def ping(self) -> None:
+        await self._bounded(self._client.ping())
+
+    def fact_key(self, fact: Fact) -> str:
+        return f"{self.prefix}:fact:{fact.register}:{fact.provider}"
+
+    async def write(self, fact: Fact, now_wall: float) -> bool:
+        """Record and announce `fact` unless Redis holds a newer one; True when written."""
+        ttl = fact.ttl_s(now_wall)
+        ttl_ms = 0 if ttl is None else max(1, int(ttl * 1000))
+        written = await self._bounded(self._write(
+            keys=[self.fact_key(fact), self.channel],
+            args=[fact.encode(), repr(fact.at), fact.by, ttl_ms]))
+        return bool(written)
+
+    async def read_facts(self) -> list[Fact]:
+        """Every fact recorded (records that do not parse are skipped)."""
+        keys = await self._bounded(self._keys(f"{self.prefix}:fact:*"))
+        if not keys:
+            return []
+        raw: list[str | None] = await self._bounded(self._client.mget(keys))
+        facts = []
+        for value in raw:
+            if value is None:
+                continue  # expired between the scan and the read
+            try:
+                facts.append(decode(value))
+            except BadFact:
+                continue
+        return facts
+
+    async def hold_lease(self, what: str, holder: str, lease_s: float) -> bool:
+        """Take the lease on `what` if nobody holds it, or renew it if `holder` does; it lapses
+        by itself `lease_s` after the last renewal (a holder that died frees it so)."""
+        held = await self._bounded(self._hold(keys=[f"{self.prefix}:lease:{what}"],
+                                              args=[holder, max(1, int(lease_s * 1000))]))
+        return bool(held)
+
+    async def drop_lease(self, what: str, holder: str) -> None:
+        await self._bounded(self._drop(keys=[f"{self.prefix}:lease:{what}"], args=[holder]))
+
+    async def beat(self, name: str, record: dict[str, Any], ttl_s: float) -> None:
+        await self._bounded(self._client.set(f"{self.prefix}:instance:{name}",
+                                             json.dumps(record), px=int(ttl_s * 1000)))
+
+    async def instances(self) -> list[dict[str, Any]]:
+        keys = await self._bounded(self._keys(f"{self.prefix}:instance:*"))
+        if not keys:
+            return []
+        raw: list[str | None] = await self._bounded(self._client.mget(keys))
+        found = []
+        for value in raw:
+            try:
+                record = json.loads(value) if value is not None else None
+            except ValueError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get("name"), str):
+                found.append(record)
+        return sorted(found, key=lambda r: str(r["name"]))
+
+    async def _keys(self, pattern: str) -> list[str]:
+        return [key async for key in self._client.scan_iter(match=pattern, count=500)]
+
+    async def announcements(self) -> AsyncIterator[Fact]:
+        """Facts as they are announced, until the connection fails (then it raises)."""
+        pubsub = self._client.pubsub()
+        try:
+            await self._bounded(pubsub.subscribe(self.channel))
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
+                if message is None or message.get("type") != "message":
+                    continue
+                try:
+                    yield decode(message["data"])
+                except BadFact:
+                    continue
+        finally:
+            try:
+                await asyncio.wait_for(pubsub.aclose(), self.timeout_s)  # type: ignore[no-untyped-call]
+            except Exception:  # closing a broken connection: nothing to save
+                pass
+
+    async def close(self) -> None:
+        try:
+            await asyncio.wait_for(self._client.aclose(), self.timeout_s)
+        except Exception:  # as above
+            pass

@@ -1,0 +1,147 @@
+"""Several `claudex serve` processes sharing one real redis-server, for the fleet tests and the
+convergence measurement (bench/fleet_convergence.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from claudex.demo.fake_provider import FakeProvider
+from claudex.demo.world import free_port
+from tests.conftest import GLOBALS, profile_toml
+from tests.redis_server import RedisServer
+from tests.test_cli import spawn_serve, wait_until_serving
+
+# Failing over needs the retry wait for a long Retry-After skipped: the 429 cools the provider
+# down instead of holding the request.
+FLEET_GLOBALS = GLOBALS + "\n[retry]\nmax_retry_after = 1\n"
+
+
+@dataclass
+class Instance:
+    name: str
+    port: int
+    config: Path
+    proc: asyncio.subprocess.Process
+    log: list[str] = field(default_factory=list)
+    drain: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+class FleetWorld:
+    """Instances `a`, `b`, `c`... with profiles `primary` (backed up by `backup`) and `backup`."""
+
+    def __init__(self, redis: RedisServer, fakes: dict[str, FakeProvider], tmp: Path,
+                 redis_url: str | None = None, extra: str = "",
+                 profiles: str | None = None) -> None:
+        self.redis = redis
+        self.fakes = fakes
+        self.tmp = tmp
+        self.redis_url = redis_url or redis.url
+        self.extra = extra  # more tables for every instance's config
+        self.profiles = profiles  # instead of `primary` and `backup`
+        self.instances: dict[str, Instance] = {}
+        self.http = httpx.AsyncClient(timeout=10.0)
+
+    def config_text(self, name: str, port: int) -> str:
+        return (FLEET_GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}") + self.extra
+                + f'\n[fleet]\nredis_url = "{self.redis_url}"\nname = "{name}"\n'
+                + (self.profiles if self.profiles is not None
+                   else profile_toml("primary", self.fakes["primary"], backups=["backup"])
+                   + profile_toml("backup", self.fakes["backup"])))
+
+    async def spawn(self, name: str, port: int | None = None) -> Instance:
+        port = port or free_port()
+        path = self.tmp / f"{name}.toml"
+        path.write_text(self.config_text(name, port))
+        path.chmod(0o600)
+        proc = await spawn_serve(path, stdout=asyncio.subprocess.DEVNULL)
+        inst = Instance(name, port, path, proc)
+        inst.drain = asyncio.create_task(_drain(proc, inst.log))
+        self.instances[name] = inst
+        await wait_until_serving(inst.url, proc)
+        return inst
+
+    async def stop(self, name: str, sig: int = signal.SIGTERM) -> None:
+        inst = self.instances.pop(name)
+        if inst.proc.returncode is None:
+            inst.proc.send_signal(sig)
+            await asyncio.wait_for(inst.proc.wait(), 20)
+        if inst.drain is not None:
+            await inst.drain
+
+    async def close(self) -> None:
+        for name in list(self.instances):
+            await self.stop(name)
+        await self.http.aclose()
+
+    async def status(self, name: str) -> dict[str, Any]:
+        resp = await self.http.get(self.instances[name].url + "/_claudex/status")
+        resp.raise_for_status()
+        data: dict[str, Any] = resp.json()
+        return data
+
+    async def provider(self, name: str, provider: str) -> dict[str, Any]:
+        for profile in (await self.status(name))["profiles"]:
+            if profile["name"] == provider:
+                found: dict[str, Any] = profile
+                return found
+        raise AssertionError(f"{name} has no provider {provider}")
+
+    async def breaker(self, name: str, provider: str = "primary") -> str:
+        state: str = (await self.provider(name, provider))["breaker"]["state"]
+        return state
+
+    async def action(self, name: str, action: str, provider: str = "primary") -> None:
+        resp = await self.http.post(
+            f"{self.instances[name].url}/_claudex/breakers/{provider}/{action}")
+        assert resp.status_code == 200, resp.text
+
+    async def wait_for(self, names: list[str], check: Callable[[dict[str, Any]], bool],
+                       limit_s: float = 15.0) -> float:
+        """Seconds until `check(status)` holds on every instance named; fails after `limit_s`."""
+        started = time.monotonic()
+        pending = set(names)
+        while pending:
+            for name in sorted(pending):
+                if check(await self.status(name)):
+                    pending.discard(name)
+            if not pending:
+                break
+            if time.monotonic() - started > limit_s:
+                raise AssertionError(f"{sorted(pending)} did not converge in {limit_s} s")
+            await asyncio.sleep(0.01)
+        return time.monotonic() - started
+
+    async def wait_breaker(self, names: list[str], state: str,
+                           provider: str = "primary") -> float:
+        return await self.wait_for(names, lambda s: _breaker_of(s, provider) == state)
+
+
+def _breaker_of(status: dict[str, Any], provider: str) -> str | None:
+    for profile in status["profiles"]:
+        if profile["name"] == provider:
+            state: str = profile["breaker"]["state"]
+            return state
+    return None
+
+
+def fleet_of(status: dict[str, Any]) -> dict[str, Any]:
+    fleet: dict[str, Any] = status["fleet"]
+    return fleet
+
+
+async def _drain(proc: asyncio.subprocess.Process, lines: list[str]) -> None:
+    assert proc.stderr is not None
+    async for raw in proc.stderr:
+        lines.append(raw.decode(errors="replace").rstrip())
