@@ -104,6 +104,23 @@ def counts_words(stats: Mapping[str, Any]) -> str:
     return text
 
 
+def compact_count(n: int) -> str:
+    """1234 -> 1.2k, 3400000 -> 3.4M: a panel has room for a few characters."""
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def token_words(profile: Mapping[str, Any]) -> str:
+    """` · tok 1.2k in / 340 out`, once the provider has answered with usage."""
+    tokens = profile.get("tokens") or {}
+    tin, tout = int(tokens.get("input_tokens") or 0), int(tokens.get("output_tokens") or 0)
+    if not (tin or tout):
+        return ""
+    return f" · tok {compact_count(tin)} in / {compact_count(tout)} out"
+
+
 def limit_words(profile: Mapping[str, Any]) -> str:
     """The output-token cap a provider stated in a 400, when claudex has learned one (the
     lowest, if it stated several for different models)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -31,6 +31,7 @@ from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
 from claudex.engine.transport import AiohttpTransport, Transport
+from claudex.engine.usage import CountedStream, TokenTotals, Usage, usage_in_body
 
 log = logging.getLogger("claudex.engine")
 
@@ -69,6 +70,7 @@ class Engine:
         if journal is not None:
             self.events.sinks.append(journal.record)
         self.totals = GlobalStats()
+        self.tokens = TokenTotals()
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
@@ -165,27 +167,32 @@ class Engine:
         except BaseException:
             self.totals.in_flight -= 1
             raise
+        ms = (self.clock() - started) * 1000.0
         if result.stream is None:
             self.totals.in_flight -= 1
+            usage = (usage_in_body(result.body)
+                     if result.body is not None and result.status < 400 else None)
+            self._finished(req, result, ms, usage)
         else:
             # A stream is in flight until its last chunk (or the client leaving), not until
-            # its first: quitting the console must not cut one short without asking.
-            result.stream = self._in_flight_until_done(result.stream)
-        if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
-            self._report_request(req, result, (self.clock() - started) * 1000.0)
+            # its first: quitting the console must not cut one short without asking. It is
+            # reported then too, with the tokens its last events told.
+            def done(usage: Usage | None) -> None:
+                self.totals.in_flight -= 1
+                self._finished(req, result, ms, usage)
+
+            result.stream = CountedStream(result.stream, done)
         return result
 
-    async def _in_flight_until_done(self, stream: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in stream:
-                yield chunk
-        finally:
-            self.totals.in_flight -= 1
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()  # settles the breaker permit of a stream left unfinished
+    def _finished(self, req: ProxyRequest, result: ForwardResult, ms: float,
+                  usage: Usage | None) -> None:
+        if usage is not None:
+            self.tokens.add(result.provider, req.profile, usage)
+        if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
+            self._report_request(req, result, ms, usage)
 
-    def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float) -> None:
+    def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
+                        usage: Usage | None = None) -> None:
         trail = " -> ".join(a.label() for a in result.attempts)
         model = req.model or "-"
         message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
@@ -209,6 +216,7 @@ class Engine:
                 "trail": trail,
                 "dropped": list(result.dropped),
                 "notes": list(result.notes),
+                "usage": usage.to_json() if usage is not None else None,
             }))
 
     async def check_health_now(self) -> None:
@@ -276,8 +284,11 @@ class Engine:
             "requests_per_s": round(self.totals.meter.rate(now), 2),
             "default_profile": (self.config.default_profile.name
                                 if self.config.default_profile else None),
-            "profiles": [_scrubbed_status(rt.status_json(now, degraded))
-                         for rt in self.runtimes.values()],
+            "profiles": [{**_scrubbed_status(rt.status_json(now, degraded)),
+                          "tokens": self.tokens.of_provider(name)}
+                         for name, rt in self.runtimes.items()],
+            "tokens_by_profile": {name: u.to_json()
+                                  for name, u in self.tokens.by_profile.items()},
             "history": (self.journal.status() if self.journal is not None
                         else {"enabled": False, "path": None, "problem": "not kept"}),
         }

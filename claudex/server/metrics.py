@@ -65,7 +65,14 @@ class EngineCollector(Collector):
                 latency.add_metric([name], rt.health.latency_ms)
             for field_name, count in s.dropped.items():
                 dropped.add_metric([name, field_name], count)
-        yield from (sent, ok, failed, limited, state, health, latency, dropped)
+        tokens = CounterMetricFamily(
+            "claudex_provider_tokens", "Tokens in answers a provider served, as it reported "
+            "them (kind: input, output, cache_read)", labels=["provider", "kind"])
+        for name in engine.runtimes:
+            counted = engine.tokens.of_provider(name)
+            for kind in ("input", "output", "cache_read"):
+                tokens.add_metric([name, kind], counted[f"{kind}_tokens"])
+        yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens)
 
 
 def make_registry(engine: Engine) -> CollectorRegistry:

@@ -22,6 +22,7 @@ from claudex.console.format import (
     probe_words,
     protocol_label,
     safe,
+    token_words,
 )
 from claudex.console.messages import ProfileSelected
 
@@ -84,5 +85,6 @@ class ProviderPanel(Vertical):
             data = data * 2
         if list(self.spark.data or []) != data:
             self.spark.data = data
-        self.counts_line.set_text(escape(counts_words(stats) + limit_words(profile)))
+        self.counts_line.set_text(escape(counts_words(stats) + token_words(profile)
+                                         + limit_words(profile)))
         self.error_line.set_text(f"[dim]{escape(last_error_words(stats, now_wall))}[/]")

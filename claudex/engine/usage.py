@@ -1,0 +1,184 @@
+"""Token usage: read from every answer claudex hands a client, summed per provider and profile.
+
+Where it is read: the bytes that go to the client (the engine wraps every answer stream anyway to
+count it in flight), in the client's protocol — after translation they still carry the usage the
+translator passed on. Anthropic puts it in `message_start` (`message.usage`) and `message_delta`
+(`usage`), OpenAI Chat in the last chunk when `stream_options.include_usage` was asked (claudex
+asks for it upstream when it translates, and passes it to a client that asked), Responses in
+`response.completed`; a non-streamed answer has one top-level `usage`.
+
+What it costs a stream: one `bytes.find(b'"usage"')` per chunk (C speed) and the carry of the
+chunk's last unfinished line; only a line holding the marker is decoded, and only its usage
+object is parsed. The marker cannot match inside a JSON string, where quotes are escaped.
+
+Counts are as each provider reports them: `input` is its input count (OpenAI's `prompt_tokens`
+include cached ones; Anthropic's `input_tokens` do not), `cache_read` the cached part it names.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+MARKER: Final = b'"usage"'
+CARRY_MAX: Final = 64 * 1024  # an unfinished line longer than this is not ours to wait for
+_DECODER: Final = json.JSONDecoder()
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+
+    def merge_max(self, other: Usage) -> None:
+        """One answer reports usage more than once (start and end of a stream): the larger
+        count of each kind is the answer's."""
+        self.input_tokens = max(self.input_tokens, other.input_tokens)
+        self.output_tokens = max(self.output_tokens, other.output_tokens)
+        self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.cache_read_tokens += other.cache_read_tokens
+
+    def to_json(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def normalise(raw: Mapping[str, Any]) -> Usage:
+    """Any of the three protocols' usage objects as one shape."""
+    details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details") or {}
+    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+    return Usage(
+        input_tokens=_count(raw.get("input_tokens")) or _count(raw.get("prompt_tokens")),
+        output_tokens=_count(raw.get("output_tokens")) or _count(raw.get("completion_tokens")),
+        cache_read_tokens=_count(raw.get("cache_read_input_tokens")) or _count(cached),
+    )
+
+
+def _usage_at(text: str, marker_at: int) -> Usage | None:
+    """The usage object whose key starts at `marker_at` in `text`."""
+    brace = text.find("{", marker_at + len('"usage"'))
+    if brace < 0 or text[marker_at + len('"usage"'):brace].strip() not in (":", ""):
+        return None
+    try:
+        value, _ = _DECODER.raw_decode(text, brace)
+    except ValueError:
+        return None
+    return normalise(value) if isinstance(value, dict) else None
+
+
+def usage_in_body(body: bytes) -> Usage | None:
+    """The usage a non-streamed answer reports, or None."""
+    at = body.rfind(MARKER)  # top-level usage comes after the content in all three protocols
+    if at < 0:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return _usage_at(text, text.rfind('"usage"'))
+
+
+class UsageScanner:
+    """Feed it a stream's chunks; `usage` is what they reported (None if nothing)."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+        self.usage: Usage | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        window = self._carry + chunk if self._carry else chunk
+        at = window.find(MARKER)
+        while at >= 0:
+            start = window.rfind(b"\n", 0, at) + 1
+            end = window.find(b"\n", at)
+            if end < 0:
+                break  # the line goes on in the next chunk: carried below
+            self._read_line(window[start:end])
+            at = window.find(MARKER, end)
+        last_line = window.rfind(b"\n") + 1
+        tail = window[last_line:]
+        self._carry = tail if len(tail) <= CARRY_MAX else b""
+
+    def finish(self) -> None:
+        """The last line, if the stream ended without a newline after it."""
+        if self._carry and MARKER in self._carry:
+            self._read_line(self._carry)
+        self._carry = b""
+
+    def _read_line(self, line: bytes) -> None:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        at = text.find('"usage"')
+        while at >= 0:
+            found = _usage_at(text, at)
+            if found is not None:
+                if self.usage is None:
+                    self.usage = found
+                else:
+                    self.usage.merge_max(found)
+            at = text.find('"usage"', at + 1)
+
+
+class TokenTotals:
+    """Sums per provider and per client profile (the engine's status, panels, /metrics)."""
+
+    def __init__(self) -> None:
+        self.by_provider: dict[str, Usage] = {}
+        self.by_profile: dict[str, Usage] = {}
+
+    def add(self, provider: str | None, profile: str | None, usage: Usage) -> None:
+        if provider:
+            self.by_provider.setdefault(provider, Usage()).add(usage)
+        if profile:
+            self.by_profile.setdefault(profile, Usage()).add(usage)
+
+    def of_provider(self, name: str) -> dict[str, int]:
+        return (self.by_provider.get(name) or Usage()).to_json()
+
+
+class CountedStream:
+    """An answer stream on its way to the client: scanned for usage, and `done(usage)` called
+    once when it ends, fails or is closed (the engine then counts it out of flight, sums its
+    tokens and reports the request with them)."""
+
+    def __init__(self, inner: AsyncIterator[bytes], done: Callable[[Usage | None], None]) -> None:
+        self._inner = inner
+        self._done = done
+        self._scanner = UsageScanner()
+        self._closed = False
+
+    def __aiter__(self) -> CountedStream:
+        return self
+
+    async def __anext__(self) -> bytes:
+        try:
+            chunk = await self._inner.__anext__()
+        except BaseException:
+            await self.aclose()
+            raise
+        self._scanner.feed(chunk)
+        return chunk
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            aclose = getattr(self._inner, "aclose", None)
+            if aclose is not None:
+                await aclose()  # settles the breaker permit of a stream left unfinished
+        finally:
+            self._scanner.finish()
+            self._done(self._scanner.usage)
