@@ -355,3 +355,18 @@ def test_the_chatgpt_backend_is_streamed_to_and_collected_for_a_json_client() ->
     with pytest.raises(StreamFailed):
         exchange.answer(_sse({"type": "response.failed",
                               "response": {"error": {"message": "usage limit"}}}))
+
+
+def test_an_incomplete_stream_ends_as_a_max_tokens_stop() -> None:
+    raw = _sse({"type": "response.created", "response": {"id": "r"}},
+               {"type": "response.output_text.delta", "delta": "cut sh"},
+               {"type": "response.incomplete", "response": {
+                   "id": "r", "status": "incomplete",
+                   "incomplete_details": {"reason": "max_output_tokens"},
+                   "usage": {"input_tokens": 3, "output_tokens": 2}}})
+    anthropic = ResponsesToAnthropicStream(tool_names=ToolNameMap(), model="m")
+    out = anthropic.feed(raw) + anthropic.finish()
+    assert anthropic.finished and b'"stop_reason":"max_tokens"' in out
+    chat = ResponsesToChatStream(tool_names=ToolNameMap(), model="m", include_usage=False)
+    chunks = _chunks(chat.feed(raw))
+    assert chunks[-2]["choices"][0]["finish_reason"] == "length" and chunks[-1] == "[DONE]"

@@ -246,6 +246,7 @@ class Exchange:
     # and the stream translator made from it.
     _responses: tr.ResponsesRequest | None = None
     _responses_codec: tr.ResponsesStream | None = None
+    _responses_tap: tr.ReasoningTap | None = None
 
     def body(self) -> bytes:
         """The request body for this provider. Raises InvalidRequest when the client's request
@@ -408,11 +409,13 @@ class Exchange:
         if self.client == "anthropic":
             return anthropic.sse_error(message)
         if self.client == "responses":
-            # The translating codec continues its sequence numbers; a relayed stream's are
-            # the upstream's, unknown here.
-            codec = self._responses_codec
-            return codec.fail(message) if codec is not None else \
-                tr.responses_failed_event(message)
+            # Continuing the sequence numbers the client has seen: the translating codec's,
+            # or as many as the relayed stream had events.
+            codec, relayed = self._responses_codec, self._responses_tap
+            if codec is not None:
+                return codec.fail(message)
+            return tr.responses_failed_event(
+                message, sequence_number=relayed.events if relayed is not None else 0)
         return openai.sse_error(message)
 
     # -- a Responses client (Codex CLI, client.responses) ----------------------------------------
@@ -484,8 +487,8 @@ class Exchange:
     def _responses_client_stream(self) -> StreamCodec:
         if self.upstream == "responses":
             memory, name = self.signatures, self.profile.name
-            tap = tr.ReasoningTap(lambda blob: memory.remember(name, blob)) \
-                if memory is not None else None
-            return _Relay(responses.tail_scanner(), tap)
+            self._responses_tap = tr.ReasoningTap(
+                (lambda blob: memory.remember(name, blob)) if memory is not None else None)
+            return _Relay(responses.tail_scanner(), self._responses_tap)
         self._responses_codec = self._responses_plan().stream(model=self.model)
         return self._responses_codec

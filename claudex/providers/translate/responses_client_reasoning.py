@@ -37,16 +37,19 @@ def encrypted_in_answer(body: Any) -> Iterator[str]:
 
 
 class ReasoningTap:
-    """Sees a relayed Responses stream and hands each encrypted reasoning blob to `found`.
+    """Sees a relayed Responses stream: hands each encrypted reasoning blob to `found`, and
+    counts the events, so that claudex's own failure event continues their sequence numbers.
     Only events that mention encrypted content are parsed."""
 
-    def __init__(self, found: Callable[[str], None]) -> None:
+    def __init__(self, found: Callable[[str], None] | None = None) -> None:
         self._reader = EventReader()
         self._found = found
+        self.events = 0
 
     def __call__(self, chunk: bytes) -> None:
         for event in self._reader.feed(chunk):
-            if _MARKER not in event.data:
+            self.events += 1
+            if self._found is None or _MARKER not in event.data:
                 continue
             payload = parse_json_object(event.data)
             if payload is None or payload.get("type") != "response.output_item.done":
