@@ -26,13 +26,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--think-ms", type=float, default=60.0,
                         help="mean pause of each client between requests (default 60)")
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    parser.add_argument("--fleet", type=int, metavar="N",
+                        help="N instances sharing one redis-server, with Redis and instance "
+                        "restarts (soak/fleet.py); runs --seconds (default 60)")
     args = parser.parse_args(argv)
+    if args.fleet:
+        return _fleet(args)
     plan = SoakPlan(requests=None if args.seconds else args.requests, seconds=args.seconds,
                     clients=args.clients, seed=args.seed, think_ms=args.think_ms)
     console = Console(stderr=True)
     with tempfile.TemporaryDirectory(prefix="claudex-soak-") as workdir:
         report = asyncio.run(run_soak(plan, Path(workdir), say=console.log))
     print_report(report, Console())
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_json(), indent=2) + "\n")
+    return 0 if report.ok else 1
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from soak.fleet import FleetPlan, print_fleet_report, run_fleet_soak
+
+    plan = FleetPlan(instances=args.fleet, seconds=args.seconds or 60.0, seed=args.seed,
+                     think_ms=args.think_ms)
+    console = Console(stderr=True)
+    with tempfile.TemporaryDirectory(prefix="claudex-fleet-soak-") as workdir:
+        report = asyncio.run(run_fleet_soak(plan, Path(workdir), say=console.log))
+    print_fleet_report(report)
     if args.json:
         Path(args.json).write_text(json.dumps(report.to_json(), indent=2) + "\n")
     return 0 if report.ok else 1
