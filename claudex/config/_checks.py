@@ -312,6 +312,14 @@ _RETRY_KEYS: Mapping[str, Checker] = {
 _TIMEOUT_KEYS: Mapping[str, Checker] = {
     "connect_timeout": _number(above=0),
     "read_timeout": _number(above=0),
+    "stream_first_byte_timeout": _number(above=0),
+    "stream_commit_timeout": _number(above=0),
+    "stream_idle_timeout": _number(above=0),
+    # claudex's own limits at one provider (DESIGN.md failure table, "queue_full").
+    "max_connections": _integer(1, 1_000_000),
+    "max_concurrency": _integer(1, 1_000_000),
+    "queue_timeout": _number(above=0),
+    "retry_budget": _number(minimum=0),
 }
 _PROXY_KEYS: Mapping[str, Checker] = {
     "host": _text,

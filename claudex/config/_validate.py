@@ -407,8 +407,16 @@ class _Builder:
             retry=retry,
             connect_timeout=values.get("connect_timeout", proxy.connect_timeout),
             read_timeout=values.get("read_timeout", proxy.read_timeout),
+            **{key: values.get(key, getattr(proxy, key)) for key in _PER_PROVIDER_LIMITS},
             problem=_profile_problem(values, self._env, uses_keyring=checked.uses_keyring),
         )
+
+
+# `[proxy]` keys a profile may override, beyond the two timeouts named above.
+_PER_PROVIDER_LIMITS = (
+    "stream_first_byte_timeout", "stream_commit_timeout", "stream_idle_timeout",
+    "max_connections", "max_concurrency", "queue_timeout", "retry_budget",
+)
 
 
 def _reading_order(issues: list[ConfigIssue]) -> list[ConfigIssue]:

@@ -66,6 +66,20 @@ class ProxySettings:
     # first byte of the response and every gap between chunks afterwards.
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
+    # Streams (DESIGN.md failure table): no response headers or first event within
+    # `stream_first_byte_timeout`, or no content within `stream_commit_timeout` (both counted
+    # from sending): fail over; silent for `stream_idle_timeout` once committed: SSE error.
+    # `read_timeout` above is then the non-streamed answer's alone.
+    stream_first_byte_timeout: float = 30.0
+    stream_commit_timeout: float = 60.0
+    stream_idle_timeout: float = 300.0
+    # claudex's own limits at each provider: pooled connections, requests in flight
+    # (None: adaptive, starting unlimited), the longest wait for either before failing over
+    # as `queue_full`, and the share of recent requests that may be same-provider 429 retries.
+    max_connections: int = 4096
+    max_concurrency: int | None = None
+    queue_timeout: float = 30.0
+    retry_budget: float = 0.2
     # `claudex serve`'s log level (`[proxy] log_level`, or Claudex's top-level `log_level`).
     log_level: LogLevel = "info"
 
@@ -128,6 +142,13 @@ class Profile:
     retry: RetrySettings = field(default_factory=RetrySettings)
     connect_timeout: float = 10.0
     read_timeout: float = 600.0
+    stream_first_byte_timeout: float = 30.0
+    stream_commit_timeout: float = 60.0
+    stream_idle_timeout: float = 300.0
+    max_connections: int = 4096
+    max_concurrency: int | None = None
+    queue_timeout: float = 30.0
+    retry_budget: float = 0.2
     # Why this profile cannot be used (secret missing, credentials file absent); None when usable.
     problem: str | None = None
 

@@ -46,6 +46,7 @@ __all__ = [
     "FIELDS",
     "FORM_CSS",
     "FORM_KEYS",
+    "LIMIT_FIELDS",
     "MAP_FIELDS",
     "PROVIDER_FIELDS",
     "RETRY_FIELDS",
@@ -107,6 +108,15 @@ MAP_FIELDS = (
 TIMEOUT_FIELDS = (
     Field("connect_timeout", "connect_timeout", "number"),
     Field("read_timeout", "read_timeout", "number"),
+    Field("stream_first_byte_timeout", "stream first byte", "number"),
+    Field("stream_commit_timeout", "stream commit", "number"),
+    Field("stream_idle_timeout", "stream idle", "number"),
+)
+LIMIT_FIELDS = (
+    Field("max_connections", "max_connections", "int"),
+    Field("max_concurrency", "max_concurrency", "int"),
+    Field("queue_timeout", "queue_timeout", "number"),
+    Field("retry_budget", "retry_budget", "number"),
 )
 BREAKER_FIELDS = (
     Field("failure_threshold", "failure_threshold", "int"),
@@ -127,6 +137,7 @@ FIELDS = (
     *AUTH_FIELDS,
     *MAP_FIELDS,
     *TIMEOUT_FIELDS,
+    *LIMIT_FIELDS,
     *BREAKER_FIELDS,
     *RETRY_FIELDS,
 )
@@ -196,6 +207,8 @@ def form_columns() -> Iterator[Widget]:
         with VerticalScroll(id="editor-col-tuning", classes="editor-column"):
             yield Static("Timeouts, seconds", classes="section-title")
             yield from _rows(TIMEOUT_FIELDS)
+            yield Static("Limits at this provider", classes="section-title")
+            yield from _rows(LIMIT_FIELDS)
             yield Static("Circuit breaker", classes="section-title")
             yield from _rows(BREAKER_FIELDS)
             yield Static("Retry on 429", classes="section-title")
@@ -310,6 +323,8 @@ def _inherited(config: Config | None, key: str) -> str:
     for section in (config.breaker, config.retry, config.proxy):
         if hasattr(section, key):
             value = getattr(section, key)
+            if value is None:  # max_concurrency: no fixed limit, the adaptive one applies
+                return "inherit (adaptive)"
             shown = f"{value:g}" if isinstance(value, float) else str(value)
             return f"inherit ({shown})"
     return "inherit"

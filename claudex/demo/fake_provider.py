@@ -154,6 +154,12 @@ class FakeProvider:
         sampling settings (`claudex.demo.fake_responses`)."""
         self.stream_delay_ms = stream_delay_ms
         """Pause between SSE events (0: the whole stream in one write)."""
+        self.max_in_flight: int | None = None
+        """API requests answered at once; one more gets 429 with `faults.retry_after`, as a
+        provider limiting concurrency does. None: no limit."""
+        self.over_limit = 0
+        """Requests refused by `max_in_flight` so far."""
+        self._api_in_flight = 0
         self.max_recorded = max_recorded
         """`requests` keeps at most this many (the oldest half goes when full); 0: record none."""
         self.requests: list[RecordedRequest] = []
@@ -356,6 +362,10 @@ class FakeProvider:
         state.consume_one()
         return mode
 
+    async def hold(self) -> None:
+        """Wait until the fault changes or the provider stops (a hung request's fate)."""
+        await self._hang_release.wait()
+
     async def _pause(self, seconds: float) -> bool:
         """Sleep; False if the provider is stopping meanwhile."""
         if self._stopping.is_set():
@@ -394,7 +404,19 @@ class FakeProvider:
         raw = await request.read() if request.body_exists else b""
         body = parse_json_body(raw)
         record = self._record(request, headers, body)
-        response = await self._answer(request, faults, headers, raw, body)
+        route = self._routes.get(request.path)
+        counted = self.max_in_flight is not None and route is not None and route[1] != "models"
+        if counted and self.max_in_flight is not None \
+                and self._api_in_flight >= self.max_in_flight:
+            self.over_limit += 1
+            response: web.StreamResponse = self._writer.failure_response("429", faults) \
+                or web.Response(status=429)
+        else:
+            self._api_in_flight += counted
+            try:
+                response = await self._answer(request, faults, headers, raw, body)
+            finally:
+                self._api_in_flight -= counted
         if record is not None:
             # A dropped connection had its transport taken away; a stream's status went first.
             answered = response.prepared or request.transport is not None
@@ -437,6 +459,9 @@ class FakeProvider:
             return self._writer.models()
         streaming = isinstance(body, dict) and body.get("stream") is True
         if mode in ("cut", "cut_before_content") and not streaming:
+            return drop(request)
+        if mode == "stall" and not streaming:
+            await self.hold()
             return drop(request)
         if mode == "stream_error" and not streaming:
             return self._writer.error("overloaded")

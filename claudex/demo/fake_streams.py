@@ -110,6 +110,11 @@ class ReplyWriter:
         if mode == "cut":
             await self.send(response, [*parts.preamble, *content])
             return drop(request, response)
+        if mode == "stall":
+            # A stuck upstream: the connection stays open and nothing more arrives.
+            if await self.send(response, [*parts.preamble, *content]):
+                await provider.hold()
+            return drop(request, response)
         if mode == "stream_error":
             events = [*parts.preamble, *content, parts.error]
         elif provider.stream_delay_ms > 0:

@@ -15,6 +15,9 @@ Modes (what a request to an API route gets):
     cut                  streaming: `cut_after_events` content deltas, then the connection drops
     cut_before_content   streaming: only the stream's preamble, then the connection drops
     stream_error         streaming: `cut_after_events` content deltas, then an SSE `error` event
+    stall                streaming: the preamble (`message_start`, a ping) and `cut_after_events`
+                         content deltas, then silence with the connection held open (0: stalled
+                         before content); a non-streamed request hangs
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ Fault = Literal[
     "cut",
     "cut_before_content",
     "stream_error",
+    "stall",
 ]
 FAULT_MODES: Final[tuple[str, ...]] = get_args(Fault)
 
@@ -45,7 +49,7 @@ DEFAULT_SLOW_MS: Final = 2000.0
 FAULTS_FOR_MODELS: Final = frozenset({"down", "hang", "500", "401"})
 """The faults that health probes (`GET /v1/models`) see; the others only hit API calls."""
 
-STREAM_ONLY_FAULTS: Final = frozenset({"cut", "cut_before_content", "stream_error"})
+STREAM_ONLY_FAULTS: Final = frozenset({"cut", "cut_before_content", "stream_error", "stall"})
 
 
 class FaultConfigError(ValueError):
@@ -64,8 +68,8 @@ class FaultState:
     latency_ms: float = 0.0
     """Added before every answer (API and model routes), in any mode."""
     cut_after_events: int = 3
-    """cut / stream_error: content deltas sent before the failure; the first one comes with its
-    block's opening (content_block_start), so 0 fails before any content event."""
+    """cut / stream_error / stall: content deltas sent before the failure; the first one comes
+    with its block's opening (content_block_start), so 0 fails before any content event."""
     valid_tokens: set[str] | None = None
     """When set, a request whose bearer token or x-api-key is not in it gets 401."""
     times: int | None = None

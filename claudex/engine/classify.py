@@ -15,7 +15,10 @@ The tree of outcomes (DESIGN.md, failure table)::
     ├── TOKEN_EXPIRED      401 on an oauth profile: refresh the token and retry once
     ├── SERVER_ERROR       5xx and 529: fail over; breaker failure
     ├── CONNECT_ERROR      refused, DNS, connect timeout: fail over at once; breaker failure
-    ├── TIMEOUT            no first byte within read_timeout: fail over; breaker failure
+    ├── TIMEOUT            no first byte within read_timeout; a stream with no headers or
+    │                      first event within stream_first_byte_timeout, or no content
+    │                      within stream_commit_timeout (`StreamStalled`): fail over;
+    │                      breaker failure
     ├── DISCONNECTED       upstream closed the connection before answering: fail over;
     │                      breaker failure
     └── STREAM_ERROR       stream failed (error event, cut); before commit fail over,
@@ -73,6 +76,15 @@ DISPOSITIONS: dict[Outcome, Disposition] = {
 }
 
 
+class StreamStalled(TimeoutError):
+    """One of claudex's own stream deadlines passed (not the socket's read timeout); `words`
+    say which, for the attempt list."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(words)
+        self.words = words
+
+
 def classify_status(status: int, *, oauth: bool = False) -> Outcome:
     """Classify an upstream HTTP status. `oauth` marks profiles whose tokens can be refreshed."""
     if 200 <= status < 300:
@@ -102,6 +114,8 @@ def stated_token_limit(outcome: Outcome, status: int, message: str) -> int | Non
 def map_transport_error(exc: BaseException) -> tuple[Outcome, str]:
     """Turn a transport exception (aiohttp on the data plane, httpx on the control plane) into
     an outcome and a short plain description without secrets."""
+    if isinstance(exc, StreamStalled):
+        return Outcome.TIMEOUT, exc.words
     # aiohttp
     if isinstance(exc, aiohttp.ServerTimeoutError | asyncio.TimeoutError | TimeoutError):
         if isinstance(exc, aiohttp.ConnectionTimeoutError):

@@ -256,6 +256,7 @@ class Engine:
                     rt.credentials = self._credentials(profile)
                     rt.health.credentials_problem = None  # about the old source
                 rt.breaker.update_settings(profile.breaker)
+                rt.update_limits(profile)
                 rt.profile = profile
             fresh[profile.name] = rt
         removed = [n for n in old if n not in fresh]

@@ -33,11 +33,13 @@ from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import CredentialError
 from claudex.engine.events import Event, EventBus
 from claudex.engine.exchange import Exchange
+from claudex.engine.gate import GatedResponse
 from claudex.engine.ledger import Ledger, Trail
 from claudex.engine.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER
 from claudex.engine.signatures import SignatureMemory
+from claudex.engine.stalls import StreamDeadlines, within
 from claudex.engine.stats import GlobalStats
 from claudex.engine.streaming import open_stream
 from claudex.engine.transport import Transport
@@ -78,6 +80,14 @@ def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
         "misconfigured": rt.profile.problem or "misconfigured",
         "round_cap": "round cap reached",
     }.get(reason, reason)
+
+
+def _queue_full(rt: ProviderRuntime) -> str:
+    limit = rt.gate.limit.limit
+    held = (f"{limit} at once, adaptive" if limit is not None
+            else f"max_connections = {rt.gate.max_connections}")
+    return (f"waited {rt.profile.queue_timeout:g} s (queue_timeout) for a slot "
+            f"({held})")
 
 
 class Forwarder:
@@ -212,14 +222,32 @@ class Forwarder:
                 return None
             if rt.health.credentials_problem is not None:
                 rt.health.credentials_problem = None
+            # claudex's own queue (engine/gate.py): waiting here is never the provider's fault.
+            if not await rt.gate.acquire(profile.queue_timeout):
+                ledger.trail.skip(Attempt(profile.name, "queue_full", None, _queue_full(rt)))
+                ledger.release()
+                return None
             started = core.clock()
             rt.stats.requests += 1
+            if retry_number == 0:
+                rt.budget.request(started)
+            deadlines = StreamDeadlines.start(profile) if req.stream else None
             try:
-                resp = await core.transport.send(
+                sending = core.transport.send(
                     profile.name, "POST", url, exchange.headers(auth), body,
-                    connect_timeout=profile.connect_timeout, read_timeout=profile.read_timeout,
+                    connect_timeout=profile.connect_timeout,
+                    # A stream's socket may be silent up to the idle timeout once committed;
+                    # before that its own, shorter deadlines apply (engine/stalls.py).
+                    read_timeout=profile.read_timeout if deadlines is None
+                    else profile.stream_idle_timeout,
                 )
-            except Exception as exc:  # mapped at one place: classify.map_transport_error
+                resp = GatedResponse(await (sending if deadlines is None
+                                            else within(deadlines.headers(), sending)), rt.gate)
+            except BaseException as exc:
+                rt.gate.release()
+                if not isinstance(exc, Exception):
+                    raise
+                # Mapped at one place: classify.map_transport_error.
                 outcome, words = map_transport_error(exc)
                 ledger.fail(Attempt(profile.name, outcome.value, None, words,
                                     ledger.ms_since(started)))
@@ -229,7 +257,8 @@ class Forwarder:
             outcome = classify_status(status, oauth=oauth)
             if outcome is Outcome.OK:
                 if req.stream:
-                    streamed = await open_stream(ledger, exchange, resp, started)
+                    assert deadlines is not None
+                    streamed = await open_stream(ledger, exchange, resp, started, deadlines)
                     if streamed is None and auth is not None:
                         SCRUBBER.note(auth.token)  # its failure message may quote the token
                     return streamed
@@ -286,16 +315,31 @@ class Forwarder:
                 retry_number += 1
                 rt.stats.rate_limited += 1
                 rt.stats.last_status = status
+                now = core.clock()
+                self._narrow(rt, now)
                 cool = backoff.cooldown_seconds(resp.headers, profile.retry, core.wall())
-                rt.cooldown_until = max(rt.cooldown_until, core.clock() + cool)
                 decision = backoff.rate_limit_decision(
                     retry_number, resp.headers, profile.retry, core.wall(), core.rand)
+                # Reduce concurrency before pausing the provider (proxy-resilience seed): the
+                # whole provider cools down only for a quota (a wait too long to honour) or
+                # when it refuses even one request at a time.
+                quota = decision.wait is None and cool > profile.retry.max_retry_after
+                if quota or rt.gate.limit.at_floor:
+                    rt.cooldown_until = max(rt.cooldown_until, now + cool)
+                # The retry budget guards a provider claudex does not limit yet; once the
+                # adaptive limit holds, retries wait for a slot and cannot amplify the burst.
+                if decision.wait is not None and rt.gate.limit.limit is None \
+                        and not rt.budget.try_retry(now):
+                    decision = backoff.RateLimitDecision(
+                        None, f"retry budget spent ({profile.retry_budget:.0%} of recent "
+                        "requests)")
                 if decision.wait is None:
                     ledger.trail.skip(attempt, max(cool, 0.0))
                     ledger.release()
-                    core.events.publish(Event(
-                        "cooldown", f"{rt.name}: rate limited, skipped for {cool:.0f}s "
-                        f"({decision.reason})", rt.name, {"seconds": cool}))
+                    if rt.cooling_down(now):
+                        core.events.publish(Event(
+                            "cooldown", f"{rt.name}: rate limited, skipped for {cool:.0f}s "
+                            f"({decision.reason})", rt.name, {"seconds": cool}))
                     return None
                 ledger.note(attempt)
                 await core.sleep(decision.wait)
@@ -313,6 +357,16 @@ class Forwarder:
                 rt.health.auth_failing = True
             ledger.fail(attempt)
             return None
+
+    def _narrow(self, rt: ProviderRuntime, now: float) -> None:
+        """A 429: let the adaptive limit see it; one event and one log line when it drops."""
+        # This request's slot is already back: count it as still in flight at the burst.
+        if rt.gate.limit.on_rate_limited(now, rt.gate.in_flight + 1):
+            snap = rt.gate.limit.snapshot(now)
+            words = f"{rt.name}: reducing concurrency to {snap.limit} ({snap.reason})"
+            self.core.events.publish(Event("limit", words, rt.name,
+                                           {"concurrency": snap.limit, "reason": snap.reason}))
+            log.info("%s", words)
 
     def _learn_token_limit(self, rt: ProviderRuntime, exchange: Exchange, limit: int) -> None:
         """Remember the limit the provider stated, so the next request is capped before it is

@@ -67,6 +67,8 @@ class Ledger:
         latency = self.ms_since(started)
         self._settle()
         rt.breaker.record_success(self.permit)
+        if rt.gate.limit.on_success(self.clock()):
+            rt.gate.wake()  # the adaptive limit grew back by one
         rt.stats.successes += 1
         rt.stats.last_status = status
         rt.stats.record(latency)

@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from claudex.config.model import Profile
 from claudex.engine.breaker import BreakerState, CircuitBreaker
+from claudex.engine.concurrency import AdaptiveLimit
 from claudex.engine.credentials import Credentials
+from claudex.engine.gate import ProviderGate, RetryBudget
 from claudex.engine.stats import ProviderStats
 
 Color = Literal["green", "yellow", "red"]
@@ -38,6 +40,24 @@ class ProviderRuntime:
     # Output-token limits the provider stated in a 400, per model sent (DESIGN.md failure
     # table): later requests are capped before they are sent.
     token_limits: dict[str, int] = field(default_factory=dict)
+    # claudex's own limits here (engine/gate.py): slots in flight, the queue, 429 retries.
+    gate: ProviderGate = field(init=False)
+    budget: RetryBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        profile = self.profile
+        self.gate = ProviderGate(profile.max_connections, AdaptiveLimit(profile.max_concurrency))
+        self.budget = RetryBudget(profile.retry_budget)
+
+    def update_limits(self, profile: Profile) -> None:
+        """A reload changed the profile: new limits apply from the next request on."""
+        limit = self.gate.limit
+        if limit.ceiling != profile.max_concurrency:
+            limit.ceiling = profile.max_concurrency
+            limit.reset()
+        self.gate.max_connections = profile.max_connections
+        self.budget.share = profile.retry_budget
+        self.gate.wake()
 
     def max_tokens_cap(self, model: str | None) -> int | None:
         """The profile's `max_tokens`, or the lower limit the provider stated for `model`."""
@@ -86,6 +106,9 @@ class ProviderRuntime:
             return "yellow", f"{failures} recent failure{'s' if failures != 1 else ''}"
         if self.cooling_down(now):
             return "yellow", f"rate limited, cooling down {self.cooldown_until - now:.0f}s"
+        limited = self.gate.limit.snapshot(now)
+        if limited.limit is not None and limited.reason is not None:
+            return "yellow", f"{limited.reason}: {limited.limit} at once"
         if health.probe_failures == 1:
             return "yellow", "last probe failed"
         if (
@@ -129,5 +152,21 @@ class ProviderRuntime:
             "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
             "max_tokens": self.profile.max_tokens,
             "learned_max_tokens": dict(self.token_limits),
+            "concurrency": self.concurrency_json(now),
             "stats": self.stats.to_json(),
+        }
+
+    def concurrency_json(self, now: float) -> dict[str, Any]:
+        """claudex's own limits here, for status, metrics and the console."""
+        gate, snap = self.gate, self.gate.limit.snapshot(now)
+        return {
+            "limit": snap.limit,
+            "reason": snap.reason,
+            "in_flight": gate.in_flight,
+            "queued": gate.queued,
+            "waited": gate.waited,
+            "queue_full": gate.queue_full,
+            "max_connections": gate.max_connections,
+            "recent_429": snap.recent_429,
+            "retries_refused": self.budget.refused,
         }

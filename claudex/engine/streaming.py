@@ -13,6 +13,7 @@ from claudex.engine.exchange import Exchange, StreamCodec
 from claudex.engine.ledger import Ledger
 from claudex.engine.request import Attempt, ForwardResult
 from claudex.engine.secrets import SCRUBBER
+from claudex.engine.stalls import StreamDeadlines, within
 from claudex.engine.transport import UpstreamResponse
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.sse import CommitWatcher, StreamSignal
@@ -24,13 +25,15 @@ _SIGNALS = {"anthropic": anthropic.signal, "openai": openai.signal,
 
 
 async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse,
-                      started: float) -> ForwardResult | None:
-    """Hold the stream until its first content event; None (after recording why) to fail over."""
+                      started: float, deadlines: StreamDeadlines) -> ForwardResult | None:
+    """Hold the stream until its first content event; None (after recording why) to fail over.
+    The first bytes and the first content must arrive by `deadlines` (engine/stalls.py)."""
     name = ledger.rt.name
     codec = exchange.stream_codec()
     watcher = CommitWatcher(_SIGNALS[exchange.client])
     held: list[bytes] = []
     chunks = resp.chunks().__aiter__()
+    any_yet = False
 
     def failed(outcome: str, message: str) -> None:
         resp.close()
@@ -39,7 +42,8 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     try:
         while True:
             try:
-                chunk = await chunks.__anext__()
+                chunk = await within(deadlines.next_event(any_yet), chunks.__anext__())
+                any_yet = True
             except StopAsyncIteration:
                 tail = codec.finish() if codec.finished else b""
                 if tail and watcher.feed(tail) is StreamSignal.CONTENT:
@@ -96,7 +100,10 @@ async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
                 if out:
                     yield out
         except Exception as exc:
-            _, words = map_transport_error(exc)
+            outcome, words = map_transport_error(exc)
+            if outcome is Outcome.TIMEOUT:  # the socket's read timeout, set to the idle one
+                words = (f"was silent for {ledger.rt.profile.stream_idle_timeout:g} s "
+                         "(stream_idle_timeout)")
             message = f"{name}: upstream {words} after the response started"
             ledger.broke_mid_stream(message)
             log.warning("%s", message)

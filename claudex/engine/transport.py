@@ -82,7 +82,10 @@ class AiohttpTransport:
     """One `ClientSession` per provider so a slow or hung provider cannot starve the others'
     connection pools, and a provider can be dropped on reload without touching the rest."""
 
-    def __init__(self, limit_per_provider: int = 256) -> None:
+    def __init__(self, limit_per_provider: int = 0) -> None:
+        # 0: unbounded. claudex bounds requests in flight itself (engine/gate.py,
+        # `max_connections`), so aiohttp's pool never makes a request wait, and a wait can
+        # never be mistaken for a connect timeout.
         self._limit = limit_per_provider
         self._sessions: dict[str, aiohttp.ClientSession] = {}
         self._timeouts: dict[tuple[float, float], aiohttp.ClientTimeout] = {}

@@ -1,0 +1,192 @@
+"""claudex's own limits at a provider: the AIMD limit (pure, clock injected), the retry budget,
+the FIFO gate, and through the proxy: a 429 burst narrows concurrency without pausing the
+provider, a request that cannot get a slot fails over as queue_full."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from claudex.engine.concurrency import AdaptiveLimit
+from claudex.engine.gate import ProviderGate, RetryBudget
+from tests.conftest import anthropic_body, build_config, eventually, profile_toml
+
+# -- the adaptive limit --------------------------------------------------------------------------
+
+
+def test_starts_unlimited_and_halves_what_was_in_flight_at_a_burst() -> None:
+    limit = AdaptiveLimit()
+    assert limit.limit is None and limit.allows(10_000)
+    assert not limit.on_rate_limited(0.0, 32)
+    assert not limit.on_rate_limited(0.1, 32)
+    assert limit.on_rate_limited(0.2, 32)  # the third within the window: a burst
+    assert limit.limit == 16
+    assert limit.snapshot(0.2).reason == "limited: 3 × 429 in 10 s"
+    assert limit.allows(15) and not limit.allows(16)
+
+
+def test_429s_just_after_a_decrease_answer_the_old_concurrency_and_are_ignored() -> None:
+    limit = AdaptiveLimit()
+    for t in (0.0, 0.1, 0.2):
+        limit.on_rate_limited(t, 32)
+    assert not limit.on_rate_limited(0.5, 32)  # within settle_s (1 s) of the decrease
+    assert limit.limit == 16
+    assert limit.on_rate_limited(1.3, 16)      # still a burst in the window, and settled
+    assert limit.limit == 8
+
+
+def test_never_below_one_and_scattered_429s_are_no_burst() -> None:
+    limit = AdaptiveLimit(max_concurrency=2)
+    for t in (0.0, 0.1, 0.2):
+        limit.on_rate_limited(t, 2)
+    assert limit.limit == 1 and limit.at_floor
+    for t in (2.0, 2.1, 2.2):
+        assert not limit.on_rate_limited(t, 1)
+    assert limit.limit == 1
+    scattered = AdaptiveLimit()
+    for t in (0.0, 11.0, 22.0, 33.0):  # one per window
+        assert not scattered.on_rate_limited(t, 50)
+    assert scattered.limit is None
+
+
+def test_grows_by_one_per_limit_successes_and_back_to_unlimited_past_the_burst() -> None:
+    limit = AdaptiveLimit()
+    for t in (0.0, 0.1, 0.2):
+        limit.on_rate_limited(t, 8)
+    assert limit.limit == 4
+    grew = [limit.on_success(1.0) for _ in range(4)]
+    assert grew == [False, False, False, True] and limit.limit == 5
+    now = 20.0  # the burst has left the window
+    while limit.limit is not None:
+        limit.on_success(now)
+    assert limit.snapshot(now).reason is None
+
+
+def test_a_fixed_max_concurrency_is_the_start_and_the_ceiling() -> None:
+    limit = AdaptiveLimit(max_concurrency=6)
+    assert limit.limit == 6 and not limit.allows(6)
+    for _ in range(100):
+        limit.on_success(50.0)
+    assert limit.limit == 6
+    for t in (0.0, 0.1, 0.2):
+        limit.on_rate_limited(t, 6)
+    assert limit.limit == 3
+    limit.reset()
+    assert limit.limit == 6 and limit.snapshot(0.3).recent_429 == 0
+
+
+# -- the retry budget ----------------------------------------------------------------------------
+
+
+def test_the_retry_budget_is_a_share_of_recent_requests_plus_a_floor() -> None:
+    budget = RetryBudget(0.2, floor=3, window_s=10.0)
+    for _ in range(10):
+        budget.request(0.0)
+    assert [budget.try_retry(1.0) for _ in range(6)] == [True] * 5 + [False]
+    assert budget.refused == 1
+    # A window later the old requests and retries are forgotten: the floor alone remains.
+    assert [budget.try_retry(20.0) for _ in range(4)] == [True, True, True, False]
+
+
+# -- the gate --------------------------------------------------------------------------------------
+
+
+async def test_the_gate_hands_slots_out_in_arrival_order() -> None:
+    gate = ProviderGate(1, AdaptiveLimit())
+    assert await gate.acquire(5)
+    order: list[str] = []
+
+    async def take(name: str) -> None:
+        assert await gate.acquire(5)
+        order.append(name)
+
+    first = asyncio.create_task(take("first"))
+    await eventually(lambda: gate.queued == 1)
+    second = asyncio.create_task(take("second"))
+    await eventually(lambda: gate.queued == 2)
+    gate.release()
+    await first
+    assert order == ["first"] and gate.in_flight == 1
+    gate.release()
+    await second
+    assert order == ["first", "second"] and gate.queued == 0
+
+
+async def test_a_wait_past_its_patience_is_queue_full_and_a_cancelled_wait_leaks_nothing() -> None:
+    gate = ProviderGate(1, AdaptiveLimit())
+    assert await gate.acquire(5)
+    assert not await gate.acquire(0.05)  # the holder never lets go
+    assert gate.queue_full == 1 and gate.in_flight == 1
+    waiting = asyncio.create_task(gate.acquire(5))
+    await eventually(lambda: gate.queued == 1)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    gate.release()
+    assert gate.in_flight == 0 and gate.queued == 0
+    assert await gate.acquire(5)
+
+
+async def test_a_lowered_limit_holds_new_requests_until_enough_have_finished() -> None:
+    limit = AdaptiveLimit(max_concurrency=2)
+    gate = ProviderGate(100, limit)
+    assert await gate.acquire(5) and await gate.acquire(5)
+    for t in (0.0, 0.1, 0.2):
+        limit.on_rate_limited(t, 2)
+    assert limit.limit == 1
+    third = asyncio.create_task(gate.acquire(5))
+    await eventually(lambda: gate.queued == 1)
+    gate.release()  # 1 in flight: still at the limit
+    assert gate.queued == 1
+    gate.release()
+    assert await third and gate.in_flight == 1
+
+
+# -- through the proxy -----------------------------------------------------------------------
+
+
+async def test_a_request_that_gets_no_slot_fails_over_as_queue_full_without_blame(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    config = build_config(
+        profile_toml("primary", f["primary"], backups=["backup"],
+                     extra="max_connections = 1\nqueue_timeout = 0.2")
+        + profile_toml("backup", f["backup"]))
+    proxy = await proxy_factory(config, fakes=f)
+    f["primary"].set_fault("hang")
+    holder = asyncio.create_task(proxy.messages())
+    await f["primary"].wait_for_requests(1)
+    resp = await proxy.messages()
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-attempts"] == "primary:queue_full,backup:200"
+    primary = proxy.engine.runtimes["primary"]
+    assert primary.breaker.snapshot().consecutive_failures == 0  # claudex's wait, not theirs
+    status = (await proxy.client.get("/_claudex/status")).json()
+    shown = next(p for p in status["profiles"] if p["name"] == "primary")["concurrency"]
+    assert shown["queue_full"] == 1 and shown["in_flight"] == 1 and shown["max_connections"] == 1
+    f["primary"].set_fault("ok")  # the hung request is dropped and fails over
+    assert (await holder).status_code == 200
+    assert primary.gate.in_flight == 0
+
+
+async def test_a_429_burst_narrows_concurrency_instead_of_pausing_the_provider(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    f = await fakes(("solo", "anthropic"),)
+    proxy = await proxy_factory(build_config(profile_toml("solo", f["solo"])), fakes=f)
+    solo = f["solo"]
+    solo.max_in_flight = 2
+    solo.set_fault("slow", latency_ms=300, retry_after=1)
+    answers = await asyncio.gather(*(proxy.messages(anthropic_body()) for _ in range(12)))
+    # The test's sleep returns at once, so retries come back sooner than Retry-After says and
+    # some run out of attempts: those get the client's 429, never a 502.
+    assert {r.status_code for r in answers} <= {200, 429} and any(
+        r.status_code == 200 for r in answers)
+    rt = proxy.engine.runtimes["solo"]
+    assert rt.gate.limit.limit is not None and rt.gate.limit.limit < 12
+    assert not rt.cooling_down(proxy.engine.clock())  # narrowed, never paused
+    events = [e for e in proxy.engine.events.recent if e.kind == "limit"]
+    assert any("reducing concurrency to" in e.message for e in events)
+    status = (await proxy.client.get("/_claudex/status")).json()
+    shown = status["profiles"][0]["concurrency"]
+    assert shown["limit"] == rt.gate.limit.limit and shown["reason"].startswith("limited: ")
