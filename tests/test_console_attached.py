@@ -327,3 +327,46 @@ async def test_console_attaches_only_where_an_engine_answers(serve: Serve) -> No
 
     assert await asyncio.to_thread(engine_answers, serve.url, {})
     assert not await asyncio.to_thread(engine_answers, f"http://127.0.0.1:{free_port()}", {})
+
+
+async def test_several_engines_each_with_its_own_screen(fakes: Any, tmp_path: Path,
+                                                        serve: Serve) -> None:
+    f = await fakes(("solo", "anthropic"))
+    port = free_port()
+    path = tmp_path / "second.toml"
+    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+                    + profile_toml("solo", f["solo"]))
+    second = Serve(path, port)
+    await second.start()
+    first_link, second_link = HttpLink(serve.url), HttpLink(second.url)
+    try:
+        await first_link.connect()
+        await second_link.connect()
+        app = ConsoleApp(first_link, more_links=[second_link])
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            one, two = app.contexts
+            assert app.screen is one and "engine 1/2" in header_text(app)
+            await pilot.press("n")
+            await pilot.pause()
+            assert app.screen is two
+            await two.refresh_now()
+            await pilot.pause()
+            assert two.profile_names == ["solo"] and "engine 2/2" in header_text_of(two)
+            assert f"attached to {second_link.target}" in header_text_of(two)
+            await pilot.press("t")
+            await confirm(pilot, app)
+            assert await second.breaker("solo") == "forced_open"
+            assert await serve.breaker("primary") == "closed"  # the other engine: untouched
+            await pilot.press("n")
+            await pilot.pause()
+            assert app.screen is one and one.profile_names == ["primary", "backup"]
+    finally:
+        await first_link.close()
+        await second_link.close()
+        await second.kill()
+
+
+def header_text_of(screen: Any) -> str:
+    header = screen.query_one(HeaderBar)
+    return " ".join(str(s.render()) for s in header.query("Static"))

@@ -42,7 +42,9 @@ def palette_commands(main: MainScreen) -> list[Command]:
 
 class ConsoleCommands(Provider):
     def _commands(self) -> list[Command]:
-        main = getattr(self.app, "main_screen", None)
+        # The screen the palette was opened on: with several engines, that engine's.
+        main = self.screen if isinstance(self.screen, MainScreen) else getattr(
+            self.app, "main_screen", None)
         return palette_commands(main) if isinstance(main, MainScreen) else []
 
     async def discover(self) -> Hits:

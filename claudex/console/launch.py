@@ -128,34 +128,38 @@ def engine_answers(url: str, headers: Mapping[str, str]) -> bool:
     return asyncio.run(ask())
 
 
-async def _attached(link: HttpLink, read_only: bool) -> int:
-    await link.connect()  # answering or not: the console re-attaches when it does
+async def _attached(links: Sequence[HttpLink], read_only: bool) -> int:
+    for link in links:
+        await link.connect()  # answering or not: the console re-attaches when it does
     try:
-        app = ConsoleApp(link, read_only=read_only)
+        app = ConsoleApp(links[0], read_only=read_only, more_links=links[1:])
         await app.run_async()
         return app.return_code or 0
     finally:
-        await link.close()
+        for link in links:
+            await link.close()
 
 
-def run_attached(url: str, headers: Mapping[str, str], *, read_only: bool = False) -> int:
-    """The console on an engine that runs elsewhere (`claudex serve`); quitting leaves it be."""
+def run_attached(urls: Sequence[str], headers: Mapping[str, str], *,
+                 read_only: bool = False) -> int:
+    """The console on engines that run elsewhere (`claudex serve`), one screen each (`n`
+    moves between them); quitting leaves them be."""
     setup_logging()
-    return asyncio.run(_attached(HttpLink(url, headers=headers), read_only))
+    return asyncio.run(_attached([HttpLink(u, headers=headers) for u in urls], read_only))
 
 
 def run_console(config: Config, *, read_only: bool = False,
                 urls: Sequence[str] = (), headers: Mapping[str, str] | None = None) -> int:
-    """Attach to the engine at the first of `urls` (it need not answer yet), or with no `urls`
-    to one answering on the config's address; host one only when none answers there.
+    """Attach to the engines at `urls` (they need not answer yet), or with no `urls` to one
+    answering on the config's address; host one only when none answers there.
 
     Raises HostError when the proxy cannot start (the port is taken, ...)."""
     headers = dict(headers or {})
     if urls:
-        return run_attached(urls[0], headers, read_only=read_only)
+        return run_attached(urls, headers, read_only=read_only)
     url = config_url(config)
     if engine_answers(url, headers):
-        return run_attached(url, headers, read_only=read_only)
+        return run_attached([url], headers, read_only=read_only)
     setup_logging()
     return run_hosted(lambda: host_config(config, journal=journal_from_settings(config.history)),
                       read_only=read_only)

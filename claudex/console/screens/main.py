@@ -89,8 +89,9 @@ class MainScreen(ActionsMixin):
         wall: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         config_check: Callable[[], Awaitable[None]] | None = None,
+        screen_id: str = "main",
     ) -> None:
-        super().__init__(id="main")
+        super().__init__(id=screen_id)
         self.link = link
         self.config_check = config_check
         self.read_only = read_only
@@ -99,6 +100,7 @@ class MainScreen(ActionsMixin):
         self.wall = wall
         self.monotonic = monotonic
         self.selected: str | None = None
+        self.context_label = ""  # which engine of several this screen shows (app.py)
         self.snapshot_data: dict[str, Any] = {}
         self.refresh_count = 0
         self._inbox: deque[Event] = deque(maxlen=INBOX_MAX)
@@ -231,7 +233,7 @@ class MainScreen(ActionsMixin):
                        fault=fault)
             self._panel_inputs[name] = key
         self._chain.show(self.selected, profiles)
-        self._header.extra = self.demo.traffic_text() if self.demo else ""
+        self._header.extra = (self.demo.traffic_text() if self.demo else "") or self.context_label
         state = self.link.state()
         # An attached engine that stopped answering: the last picture stays, greyed.
         self.set_class(not state.connected, "-disconnected")
