@@ -81,6 +81,10 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
         out.print("last errors:")
         for line in errors:
             out.print(Text("  ") + line)
+    history = data.get("history") or {}
+    if history.get("path") and not history.get("enabled"):  # the journal gave up
+        out.print(Text(f"history off: {SCRUBBER.text(str(history.get('problem') or '?'))}",
+                       style="bold yellow"))
     if isinstance(data.get("fleet"), dict):
         _render_fleet(data["fleet"], out)
 

@@ -15,11 +15,13 @@ from typing import Any
 
 import httpx
 import pytest
+from rich.console import Console
 
 from claudex.demo.world import free_port
 from claudex.engine.events import Event, EventBus
 from claudex.engine.journal import Journal, outcome_of
 from claudex.engine.journal_query import HistoryQuery, HistoryQueryError, parse_query, read_history
+from claudex.status_table import render_status
 from tests.conftest import GLOBALS, anthropic_body, build_config, profile_toml
 from tests.test_admin_api import two
 from tests.test_cli import claudex, spawn_serve, wait_until_serving
@@ -182,8 +184,12 @@ async def test_requests_go_on_when_the_disk_fills(fakes: Any, proxy_factory: Any
     for _ in range(3):
         assert (await proxy.chat(profile="grok")).status_code == 200
     await asyncio.to_thread(journal.flush)
-    status = (await proxy.client.get("/_claudex/status")).json()["history"]
+    whole = (await proxy.client.get("/_claudex/status")).json()
+    status = whole["history"]
     assert status["enabled"] is False and "disk is full" in status["problem"]
+    console = Console(record=True, width=200)
+    render_status(whole, console)
+    assert "history off: database or disk is full" in console.export_text()
     assert (await proxy.chat(profile="grok")).status_code == 200
     await asyncio.to_thread(journal.close)
     kept = read_history(journal.path, HistoryQuery())["requests"]
