@@ -76,14 +76,27 @@ class FleetWorld:
         inst = self.instances.pop(name)
         if inst.proc.returncode is None:
             inst.proc.send_signal(sig)
-            await asyncio.wait_for(inst.proc.wait(), 20)
+            try:
+                await asyncio.wait_for(inst.proc.wait(), 20)
+            except TimeoutError:
+                inst.proc.kill()  # not left running; and the failure says what it was doing
+                await inst.proc.wait()
+                if inst.drain is not None:
+                    await inst.drain
+                tail = "\n".join(inst.log[-30:])
+                message = f"{name} did not stop within 20 s of SIGTERM:\n{tail}"
+                raise AssertionError(message) from None
         if inst.drain is not None:
             await inst.drain
 
     async def close(self) -> None:
-        for name in list(self.instances):
-            await self.stop(name)
-        await self.http.aclose()
+        try:
+            for name in list(self.instances):
+                await self.stop(name)
+        finally:
+            for name in list(self.instances):  # after a failed stop: kill the rest
+                self.instances.pop(name).proc.kill()
+            await self.http.aclose()
 
     async def status(self, name: str) -> dict[str, Any]:
         resp = await self.http.get(self.instances[name].url + "/_claudex/status")

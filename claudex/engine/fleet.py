@@ -50,6 +50,7 @@ LEASE_POLL_S = 0.2  # how often half-open breakers take or renew the slot
 # An OAuth refresh's lock: held at most this long (a holder that died frees it so), and waited
 # for at most this long before refreshing alone.
 REFRESH_LOCK_S = 15.0
+CLOSE_S = 2.0  # the longest `close()` waits for the background task
 _FAULTS = (RedisError, OSError, TimeoutError, asyncio.TimeoutError)
 
 
@@ -237,8 +238,13 @@ class Fleet:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with suppress(asyncio.CancelledError, Exception):
-                await task
+            # Bounded: shutting down must not wait on a Redis client that is slow to let go.
+            done, _ = await asyncio.wait({task}, timeout=CLOSE_S)
+            if not done:
+                log.warning("fleet: the background task did not stop within %.0fs", CLOSE_S)
+            elif not task.cancelled():
+                with suppress(Exception):
+                    task.result()
 
     async def _run(self) -> None:
         assert self.settings.redis_url is not None

@@ -172,13 +172,18 @@ class FleetStore:
                 except BadFact:
                     continue
         finally:
-            try:
-                await asyncio.wait_for(pubsub.aclose(), self.timeout_s)  # type: ignore[no-untyped-call]
-            except Exception:  # closing a broken connection: nothing to save
-                pass
+            await _let_go(pubsub.aclose(), self.timeout_s)  # type: ignore[no-untyped-call]
 
     async def close(self) -> None:
-        try:
-            await asyncio.wait_for(self._client.aclose(), self.timeout_s)
-        except Exception:  # as above
-            pass
+        await _let_go(self._client.aclose(), self.timeout_s)
+
+
+async def _let_go(closing: Awaitable[Any], seconds: float) -> None:
+    """Close a connection, giving it `seconds`: closing a broken one has nothing to save, and
+    unlike `wait_for` this does not wait for a close that ignores its cancellation."""
+    task = asyncio.ensure_future(closing)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    if not done:
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()  # retrieved, so never reported as unhandled
