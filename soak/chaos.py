@@ -22,7 +22,8 @@ from typing import Any
 
 MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
-    ("cut_before_content", 3), ("stream_error", 2), ("ok", 8), ("rotate", 3), ("trip", 2),
+    ("cut_before_content", 3), ("stream_error", 2), ("stall", 2), ("ok", 8), ("rotate", 3),
+    ("trip", 2),
 )
 
 
@@ -69,6 +70,8 @@ def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
     if kind == "cut":
         return {"cut_after_events": rng.randint(1, 3), "times": rng.randint(2, 30),
                 "duration_s": 3.0}
+    if kind == "stall":  # 0: stalled before content (fails over), else silent after it
+        return {"cut_after_events": rng.randint(0, 2), "duration_s": outage}
     if kind == "stream_error":
         return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20),
                 "duration_s": 3.0}

@@ -38,6 +38,12 @@ class Limits:
 
     connect_timeout: float = 1.0
     read_timeout: float = 1.5
+    # A hung or stalled stream is left at these (each within connect + read above, so the
+    # deadline below covers them); a wait for a slot at claudex is bounded by queue_timeout.
+    stream_first_byte_timeout: float = 1.0
+    stream_commit_timeout: float = 1.5
+    stream_idle_timeout: float = 1.5
+    queue_timeout: float = 1.0
     failure_threshold: int = 3
     recovery_seconds: float = 1.5
     max_recovery_seconds: float = 6.0
@@ -54,7 +60,10 @@ class Limits:
         the longest allowed wait, plus one extra attempt for an OAuth refresh; and two seconds
         of slack for scheduling on a loaded machine."""
         attempts = self.retry_max_attempts + 1
-        per_provider = attempts * (self.connect_timeout + self.read_timeout) + (
+        per_attempt = self.queue_timeout + max(
+            self.connect_timeout + self.read_timeout, self.stream_commit_timeout,
+            self.stream_first_byte_timeout + self.stream_idle_timeout)
+        per_provider = attempts * per_attempt + (
             self.retry_max_attempts - 1) * max(self.max_retry_after, self.retry_max_delay)
         return chain_length * per_provider + 2.0
 
@@ -68,6 +77,10 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         f"port = {port}",
         f"connect_timeout = {limits.connect_timeout}",
         f"read_timeout = {limits.read_timeout}",
+        f"stream_first_byte_timeout = {limits.stream_first_byte_timeout}",
+        f"stream_commit_timeout = {limits.stream_commit_timeout}",
+        f"stream_idle_timeout = {limits.stream_idle_timeout}",
+        f"queue_timeout = {limits.queue_timeout}",
         "",
         "[breaker]",
         f"failure_threshold = {limits.failure_threshold}",

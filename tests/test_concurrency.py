@@ -8,7 +8,9 @@ import asyncio
 from typing import Any
 
 from claudex.engine.concurrency import AdaptiveLimit
+from claudex.engine.explain import all_failed_sentence
 from claudex.engine.gate import ProviderGate, RetryBudget
+from claudex.engine.request import Attempt
 from tests.conftest import anthropic_body, build_config, eventually, profile_toml
 
 # -- the adaptive limit --------------------------------------------------------------------------
@@ -190,3 +192,14 @@ async def test_a_429_burst_narrows_concurrency_instead_of_pausing_the_provider(
     status = (await proxy.client.get("/_claudex/status")).json()
     shown = status["profiles"][0]["concurrency"]
     assert shown["limit"] == rt.gate.limit.limit and shown["reason"].startswith("limited: ")
+
+
+def test_the_escalation_sentence_names_the_narrowed_limit() -> None:
+    attempts = [Attempt("grok", "rate_limited", 429, "slow down"),
+                Attempt("deepseek", "queue_full", None, "waited 30 s")]
+    sentence = all_failed_sentence(attempts, rate_limited=True, narrowed={"grok": 4})
+    assert sentence == ("Repeated rate-limit errors from grok and deepseek — reducing "
+                        "concurrency (grok to 4 at once); retry later or reduce concurrent "
+                        "requests.")
+    plain = all_failed_sentence(attempts, rate_limited=True)
+    assert plain.startswith("Repeated rate-limit errors from grok and deepseek — pausing")

@@ -8,7 +8,7 @@ an event. Successful bodies are never scanned: that is the hot path.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from claudex.engine.credentials import AuthHeaders
 from claudex.engine.explain import all_failed_sentence
@@ -98,15 +98,17 @@ def error_result(req: ProxyRequest, status: int, message: str, attempts: list[At
     return tag(ForwardResult(status, headers, None, attempts, body=body))
 
 
-def all_failed(req: ProxyRequest, trail: Trail) -> tuple[ForwardResult, str]:
-    """429 with Retry-After when every relevant attempt was rate limited, else 502."""
+def all_failed(req: ProxyRequest, trail: Trail,
+               narrowed: Mapping[str, int] | None = None) -> tuple[ForwardResult, str]:
+    """429 with Retry-After when every relevant attempt was rate limited (or found no slot at
+    claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency limits in force."""
     relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS]
     rate_limited = bool(relevant) and all(
-        f.attempt.outcome in ("rate_limited", "cooling_down") for f in relevant
+        f.attempt.outcome in ("rate_limited", "cooling_down", "queue_full") for f in relevant
     )
     # Scrubbed here too: the sentence is also logged and published as an escalation.
     sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,
-                                                 failover=req.failover))
+                                                 failover=req.failover, narrowed=narrowed))
     if rate_limited:
         waits = [f.retry_after for f in relevant if f.retry_after is not None]
         retry_after = min(waits) if waits else 1.0

@@ -11,8 +11,8 @@ Netflix's concurrency-limits:
     limited      `limit` successes since the last change  limit + 1; unlimited again once past
                                                           what was in flight at the first burst
                                                           with no 429 for a window
-    any          a decrease within `settle_s` of the last  ignored: those 429s answer requests
-                                                          sent before the last decrease
+    any          a 429 to a request sent before the last   ignored: it answers the old
+                 decrease (unknown: within `settle_s`)     concurrency
 
 A fixed `max_concurrency` is where the limit starts and the most it grows back to. The state
 machine is pure: it takes `now` from the caller and does no I/O; `gate.ProviderGate` applies it.
@@ -53,14 +53,16 @@ class AdaptiveLimit:
 
     # -- signals -----------------------------------------------------------------------------
 
-    def on_rate_limited(self, now: float, in_flight: int) -> bool:
-        """A 429 answered a request; True when the limit went down."""
+    def on_rate_limited(self, now: float, in_flight: int, sent_at: float | None = None) -> bool:
+        """A 429 answered a request sent at `sent_at`; True when the limit went down."""
         self._429s.append(now)
         self._forget(now)
         if len(self._429s) < self.burst:
             return False
-        if self._last_decrease is not None and now - self._last_decrease < self.settle_s:
-            return False
+        last = self._last_decrease
+        if last is not None and (sent_at < last if sent_at is not None
+                                 else now - last < self.settle_s):
+            return False  # sent before the last decrease: it answers the old concurrency
         current = self.limit if self.limit is not None else max(in_flight, 1)
         if self.limit is None:
             self._peak = current
@@ -110,7 +112,6 @@ class AdaptiveLimit:
 
     @property
     def at_floor(self) -> bool:
-        """Limited to one request at a time: a 429 now is a quota, not too much concurrency."""
         return self.limit == 1
 
     def _forget(self, now: float) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from claudex.engine.request import Attempt
 
@@ -15,18 +15,26 @@ def _names(names: Sequence[str]) -> str:
 
 
 def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool,
-                        failover: bool = True) -> str:
+                        failover: bool = True, narrowed: Mapping[str, int] | None = None) -> str:
+    """`narrowed`: providers whose adaptive concurrency limit holds, and the limit."""
     # A client that pinned the request to one profile had no backup asked at all.
     no_backup = ("and no backup could serve the request" if failover
                  else "(x-claudex-failover: off, so no backup was tried)")
-    return _sentence(attempts, rate_limited=rate_limited, no_backup=no_backup)
+    return _sentence(attempts, rate_limited=rate_limited, no_backup=no_backup,
+                     narrowed=narrowed or {})
 
 
-def _sentence(attempts: Sequence[Attempt], *, rate_limited: bool, no_backup: str) -> str:
+def _sentence(attempts: Sequence[Attempt], *, rate_limited: bool, no_backup: str,
+              narrowed: Mapping[str, int]) -> str:
     if not attempts:
         return "No provider could serve the request."
     if rate_limited:
-        names = [a.provider for a in attempts if a.outcome in ("rate_limited", "cooling_down")]
+        names = [a.provider for a in attempts
+                 if a.outcome in ("rate_limited", "cooling_down", "queue_full")]
+        limits = [f"{n} to {narrowed[n]}" for n in dict.fromkeys(names) if n in narrowed]
+        if limits:
+            return (f"Repeated rate-limit errors from {_names(names)} — reducing concurrency "
+                    f"({', '.join(limits)} at once); retry later or reduce concurrent requests.")
         return (f"Repeated rate-limit errors from {_names(names)} — pausing retries; "
                 "reduce concurrent requests or retry later.")
     tried = [a for a in attempts if not a.skipped]

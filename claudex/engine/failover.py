@@ -176,7 +176,9 @@ class Forwarder:
                 if len({a.provider for a in served}) > 1 or trail.attempts[0].provider != name:
                     core.totals.failovers += 1
                 return result
-        result, sentence = all_failed(req, trail)
+        narrowed = {n: limit for n in names if (rt := core.runtimes.get(n)) is not None
+                    and (limit := rt.gate.limit.limit) is not None and rt.gate.limit.reason}
+        result, sentence = all_failed(req, trail, narrowed)
         core.totals.all_failed += 1
         core.escalate(sentence)
         return result
@@ -228,6 +230,7 @@ class Forwarder:
                 ledger.release()
                 return None
             started = core.clock()
+            alone = rt.gate.in_flight == 1  # a 429 then is a quota, not too much concurrency
             rt.stats.requests += 1
             if retry_number == 0:
                 rt.budget.request(started)
@@ -316,15 +319,15 @@ class Forwarder:
                 rt.stats.rate_limited += 1
                 rt.stats.last_status = status
                 now = core.clock()
-                self._narrow(rt, now)
+                self._narrow(rt, now, started)
                 cool = backoff.cooldown_seconds(resp.headers, profile.retry, core.wall())
                 decision = backoff.rate_limit_decision(
                     retry_number, resp.headers, profile.retry, core.wall(), core.rand)
                 # Reduce concurrency before pausing the provider (proxy-resilience seed): the
                 # whole provider cools down only for a quota (a wait too long to honour) or
-                # when it refuses even one request at a time.
+                # when it refused a request that was claudex's only one there.
                 quota = decision.wait is None and cool > profile.retry.max_retry_after
-                if quota or rt.gate.limit.at_floor:
+                if quota or alone:
                     rt.cooldown_until = max(rt.cooldown_until, now + cool)
                 # The retry budget guards a provider claudex does not limit yet; once the
                 # adaptive limit holds, retries wait for a slot and cannot amplify the burst.
@@ -358,10 +361,10 @@ class Forwarder:
             ledger.fail(attempt)
             return None
 
-    def _narrow(self, rt: ProviderRuntime, now: float) -> None:
+    def _narrow(self, rt: ProviderRuntime, now: float, sent_at: float) -> None:
         """A 429: let the adaptive limit see it; one event and one log line when it drops."""
         # This request's slot is already back: count it as still in flight at the burst.
-        if rt.gate.limit.on_rate_limited(now, rt.gate.in_flight + 1):
+        if rt.gate.limit.on_rate_limited(now, rt.gate.in_flight + 1, sent_at):
             snap = rt.gate.limit.snapshot(now)
             words = f"{rt.name}: reducing concurrency to {snap.limit} ({snap.reason})"
             self.core.events.publish(Event("limit", words, rt.name,
