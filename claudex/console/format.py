@@ -113,12 +113,13 @@ def compact_count(n: int) -> str:
 
 
 def token_words(profile: Mapping[str, Any]) -> str:
-    """` · tok 1.2k in / 340 out`, once the provider has answered with usage."""
+    """` · 1.2k/340 tok` (in/out), once the provider has answered with usage: the panel's
+    counts line has room for little more."""
     tokens = profile.get("tokens") or {}
     tin, tout = int(tokens.get("input_tokens") or 0), int(tokens.get("output_tokens") or 0)
     if not (tin or tout):
         return ""
-    return f" · tok {compact_count(tin)} in / {compact_count(tout)} out"
+    return f" · {compact_count(tin)}/{compact_count(tout)} tok"
 
 
 def limit_words(profile: Mapping[str, Any]) -> str:
