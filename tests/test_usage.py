@@ -104,3 +104,11 @@ async def test_request_events_carry_the_usage(fakes: Any, proxy_factory: Any) ->
     assert (await proxy.messages(anthropic_body(stream=True), profile="claude")).status_code == 200
     [event] = [e for e in proxy.engine.events.since(0) if e.kind == "request"]
     assert event.data["usage"]["output_tokens"] > 0
+
+
+def test_panel_words() -> None:
+    from claudex.console.format import token_words
+
+    assert token_words({"tokens": {"input_tokens": 1234, "output_tokens": 40}}) == " · 1.2k/40 tok"
+    assert token_words({"tokens": {"input_tokens": 0, "output_tokens": 0}}) == ""
+    assert token_words({}) == ""
