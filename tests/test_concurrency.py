@@ -166,6 +166,9 @@ async def test_a_request_that_gets_no_slot_fails_over_as_queue_full_without_blam
     status = (await proxy.client.get("/_claudex/status")).json()
     shown = next(p for p in status["profiles"] if p["name"] == "primary")["concurrency"]
     assert shown["queue_full"] == 1 and shown["in_flight"] == 1 and shown["max_connections"] == 1
+    metrics = (await proxy.client.get("/metrics")).text
+    assert 'claudex_provider_queue_full_total{provider="primary"} 1.0' in metrics
+    assert 'claudex_provider_in_flight{provider="primary"} 1.0' in metrics
     f["primary"].set_fault("ok")  # the hung request is dropped and fails over
     assert (await holder).status_code == 200
     assert primary.gate.in_flight == 0

@@ -47,9 +47,31 @@ class EngineCollector(Collector):
         dropped = CounterMetricFamily(
             "claudex_translation_dropped",
             "Requests served with a field or content kind left out", labels=["provider", "field"])
+        # claudex's own limits at each provider (engine/gate.py).
+        in_flight = GaugeMetricFamily("claudex_provider_in_flight",
+                                      "Requests holding a slot at the provider",
+                                      labels=["provider"])
+        queued = GaugeMetricFamily("claudex_provider_queued",
+                                   "Requests waiting for a slot at the provider",
+                                   labels=["provider"])
+        limit = GaugeMetricFamily("claudex_provider_concurrency_limit",
+                                  "The adaptive limit on requests in flight, while one holds",
+                                  labels=["provider"])
+        queue_full = CounterMetricFamily("claudex_provider_queue_full",
+                                         "Requests that waited queue_timeout and failed over",
+                                         labels=["provider"])
+        refused = CounterMetricFamily("claudex_provider_retries_refused",
+                                      "429 retries refused by the retry budget",
+                                      labels=["provider"])
         now = engine.clock()
         degraded = engine.config.health.degraded_latency_ms
         for name, rt in engine.runtimes.items():
+            in_flight.add_metric([name], rt.gate.in_flight)
+            queued.add_metric([name], rt.gate.queued)
+            if rt.gate.limit.limit is not None:
+                limit.add_metric([name], rt.gate.limit.limit)
+            queue_full.add_metric([name], rt.gate.queue_full)
+            refused.add_metric([name], rt.budget.refused)
             s = rt.stats
             sent.add_metric([name], s.requests)
             ok.add_metric([name], s.successes)
@@ -72,7 +94,8 @@ class EngineCollector(Collector):
             counted = engine.tokens.of_provider(name)
             for kind in ("input", "output", "cache_read"):
                 tokens.add_metric([name, kind], counted[f"{kind}_tokens"])
-        yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens)
+        yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens,
+                    in_flight, queued, limit, queue_full, refused)
 
 
 def make_registry(engine: Engine) -> CollectorRegistry:
