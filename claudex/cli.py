@@ -110,14 +110,17 @@ _LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from claudex import logs
-    from claudex.server.serve import serve_forever
+    from claudex.server.serve import ServeError, serve_forever
 
     config = _load(args)
     level = 10 if args.debug else _LOG_LEVELS[config.proxy.log_level]
     logs.setup_stderr(json_lines=args.log_json, level=level)
     host = args.host or config.proxy.host
     port = args.port if args.port is not None else config.proxy.port
-    return serve_forever(config, host=host, port=port, config_path=_config_path(args))
+    try:
+        return serve_forever(config, host=host, port=port, config_path=_config_path(args))
+    except ServeError as exc:  # the server layer does not know the command line's error
+        raise CliError(str(exc)) from None
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from claudex.atomic_files import remove_leftover_temp_files, write_text_atomic
 from claudex.config._edit_text import (
     EditError,
     ProfileNotFoundError,
@@ -63,7 +64,6 @@ from claudex.config._edit_text import (
 )
 from claudex.config.loader import parse_config
 from claudex.config.model import Config, ConfigError, ConfigIssue
-from claudex.engine.secrets import remove_leftover_temp_files, write_text_atomic
 
 # The pure text transforms live in `_edit_text` (the editor runs them on every keystroke); they
 # are part of this module's API, so they are re-exported here.

@@ -62,16 +62,13 @@ def listening_on(config: Config, host: str, port: int) -> Config:
 
 
 def serve_forever(config: Config, *, host: str, port: int, config_path: Path | None) -> int:
-    from claudex.cli import CliError
-
-    try:
-        token = listen_token(config, host)
-    except ServeError as exc:
-        raise CliError(str(exc)) from None
+    """Serve until a signal. Raises ServeError (one sentence for the user; the command line
+    prints it) when the address cannot be served."""
+    token = listen_token(config, host)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
-        raise CliError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
+        raise ServeError(f"Cannot listen on {host}:{port}: {exc.strerror}.") from None
 
     path = config_path
     bound = sock.getsockname()[1]
