@@ -16,7 +16,8 @@ from claudex.engine.secrets import SCRUBBER
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
-_SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai"}
+_SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai",
+               "OpenAIResponses": "responses"}
 
 
 # Piped to a file or another program there is no terminal width to fit: rich would assume 80

@@ -562,8 +562,13 @@ async def test_demo_fault_key_breaks_the_selected_fake_and_traffic_fails_over(
         assert demo.controls.fault_of("claude") == "down"
         for _ in range(4):
             assert await demo.traffic.send_one("messages") == 200
+        # The demo's fourth provider speaks the Responses API, to Responses clients.
+        assert await demo.traffic.send_one("responses") == 200
+        assert await demo.traffic.send_one("messages") == 200
         await settle(app, pilot)
         profiles = {p["name"]: p for p in app.main_screen.snapshot_data["profiles"]}
+        assert profiles["codex"]["provider_type"] == "OpenAIResponses"
+        assert profiles["codex"]["stats"]["successes"] == 1
         assert profiles["claude"]["health"]["color"] == "red"
         rows = app.main_screen.query_one(RequestLog).visible_rows()
         assert rows[-1].provider == "claude-backup"

@@ -85,6 +85,7 @@ def test_traffic_mix_is_mostly_anthropic_messages() -> None:
     generator = TrafficGenerator("http://127.0.0.1:1", rand=random.Random(7))
     kinds = [generator.pick_kind() for _ in range(1000)]
     shares = {kind: kinds.count(kind) / len(kinds) for kind in set(kinds)}
-    assert set(shares) == {"messages", "messages_stream", "chat"}
+    assert set(shares) == {"messages", "messages_stream", "chat", "responses"}
     assert shares["messages"] > 0.5
     assert 0.1 < shares["messages_stream"] < 0.3 and 0.05 < shares["chat"] < 0.25
+    assert 0.03 < shares["responses"] < 0.2

@@ -53,7 +53,8 @@ def short_path(path: str | None, home: Path | None = None) -> str:
 
 
 def protocol_label(provider_type: str) -> str:
-    return "anthropic" if provider_type == "DirectAnthropic" else "openai"
+    return {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(provider_type,
+                                                                               "openai")
 
 
 def breaker_words(breaker: Mapping[str, Any]) -> str:

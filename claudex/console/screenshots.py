@@ -34,7 +34,7 @@ from claudex.demo.traffic import RequestKind
 SIZE: Final = (140, 44)
 MIX: Final[tuple[RequestKind, ...]] = (
     "messages", "messages", "messages_stream", "chat", "messages", "messages_stream",
-    "messages", "chat", "messages", "messages",
+    "messages", "responses", "messages", "messages",
 )
 
 

@@ -1,10 +1,10 @@
 """A small traffic generator for the console demo: a few requests a second through the real proxy.
 
 Mostly Anthropic `POST /v1/messages` to the default profile ("claude"), some of them streaming,
-and a few OpenAI chat completions to the "grok" profile, so the request log shows every kind of
-row. Each request runs in its own task (a slow provider does not slow the pace) up to
-`max_in_flight`; failures are counted, never raised. Tests drive it deterministically with
-`send_one()` instead of the timed loop.
+a few OpenAI chat completions to the "grok" profile and a few Responses API requests to the
+"codex" profile, so the request log shows every kind of row. Each request runs in its own task
+(a slow provider does not slow the pace) up to `max_in_flight`; failures are counted, never
+raised. Tests drive it deterministically with `send_one()` instead of the timed loop.
 
 It belongs to the event loop that runs it: call `start`, `toggle` and `close` there (the console
 demo runs it on the engine's thread and reaches it through `DemoControls.run_on_world`); reading
@@ -21,12 +21,14 @@ from typing import Any, Final, Literal
 
 import httpx
 
-RequestKind = Literal["messages", "messages_stream", "chat"]
+RequestKind = Literal["messages", "messages_stream", "chat", "responses"]
 
 # Shares of each kind in the generated mix (the rest is plain messages).
 STREAM_SHARE: Final = 0.2
 CHAT_SHARE: Final = 0.15
 CHAT_PROFILE: Final = "grok"
+RESPONSES_SHARE: Final = 0.1
+RESPONSES_PROFILE: Final = "codex"
 
 
 @dataclass
@@ -84,6 +86,8 @@ class TrafficGenerator:
             return "chat"
         if roll < CHAT_SHARE + STREAM_SHARE:
             return "messages_stream"
+        if roll < CHAT_SHARE + STREAM_SHARE + RESPONSES_SHARE:
+            return "responses"
         return "messages"
 
     async def send_one(self, kind: RequestKind = "messages") -> int | None:
@@ -96,6 +100,11 @@ class TrafficGenerator:
             if kind == "chat":
                 resp = await client.post(f"/proxy/{CHAT_PROFILE}/v1/chat/completions",
                                          json=_openai_body())
+                status = resp.status_code
+            elif kind == "responses":
+                resp = await client.post(f"/proxy/{RESPONSES_PROFILE}/v1/responses",
+                                         json={"model": "codex-chat",
+                                               "input": "Say hello from the claudex demo."})
                 status = resp.status_code
             elif kind == "messages_stream":
                 async with client.stream("POST", "/v1/messages",

@@ -1,4 +1,5 @@
-"""The demo world: three fake providers and a generated config in a temporary folder.
+"""The demo world: four fake providers (two Anthropic, one Chat Completions, one Responses API)
+and a generated config in a temporary folder.
 
 Shared by `claudex demo --headless` and the console demo so both show the same thing.
 """
@@ -25,7 +26,11 @@ DEMO_PROVIDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("claude", "anthropic", ("claude-backup", "grok")),
     ("claude-backup", "anthropic", ()),
     ("grok", "openai", ("claude-backup",)),
+    ("codex", "responses", ("claude-backup",)),
 )
+_PROVIDER_TYPES = {"anthropic": "DirectAnthropic", "openai": "OpenAICompatible",
+                   "responses": "OpenAIResponses"}
+RESPONSES_DEMO_MODEL = "codex-chat"  # what the Responses fake named "codex" serves
 
 
 def free_port(preferred: int = 0, host: str = "127.0.0.1") -> int:
@@ -42,7 +47,7 @@ def free_port(preferred: int = 0, host: str = "127.0.0.1") -> int:
 
 def demo_config_text(fakes: dict[str, FakeProvider], port: int) -> str:
     lines = [
-        "# claudex demo config: three fake providers on 127.0.0.1 (generated).",
+        "# claudex demo config: four fake providers on 127.0.0.1 (generated).",
         "[proxy]",
         'host = "127.0.0.1"',
         f"port = {port}",
@@ -62,9 +67,10 @@ def demo_config_text(fakes: dict[str, FakeProvider], port: int) -> str:
     ]
     for name, protocol, backups in DEMO_PROVIDERS:
         fake = fakes[name]
-        provider_type = "DirectAnthropic" if protocol == "anthropic" else "OpenAICompatible"
+        provider_type = _PROVIDER_TYPES[protocol]
         backup_list = ", ".join(f'"{b}"' for b in backups)
-        model = "claude-sonnet-4-5" if protocol == "anthropic" else OPENAI_DEMO_MODELS[0]
+        model = {"anthropic": "claude-sonnet-4-5", "openai": OPENAI_DEMO_MODELS[0]}.get(
+            protocol, RESPONSES_DEMO_MODEL)
         lines += [
             "[[profiles]]",
             f'name = "{name}"',
