@@ -136,3 +136,24 @@ async def test_what_translation_dropped_is_named_in_the_request_log_and_metrics(
     assert "made_up_key_1" in event.data["dropped"]
     assert "made_up_key" not in metrics
     assert 'claudex_translation_dropped_total{field="other",provider="oai"} 2.0' in metrics
+
+
+async def test_a_stream_closed_before_its_first_chunk_lets_the_provider_go(
+        fakes, proxy_factory) -> None:
+    """A client gone between the answer's headers and its first chunk: the relay never ran,
+    yet the breaker permit and the provider's slot must come back."""
+    from claudex.engine.request import ProxyRequest
+
+    f = await fakes(("anth", "anthropic"))
+    text = profile_toml("anth", f["anth"])
+    proxy = await proxy_factory(build_config(text), fakes=f)
+    engine = proxy.engine
+    body = anthropic_body(stream=True)
+    req = ProxyRequest("anthropic", "messages", body, json.dumps(body).encode(), {},
+                       profile="anth")
+    result = await engine.forward(req)
+    assert result.stream is not None and result.provider == "anth"
+    await result.stream.aclose()  # never iterated
+    assert engine.totals.in_flight == 0
+    status = engine.snapshot()["profiles"][0]
+    assert status["concurrency"]["in_flight"] == 0, status["concurrency"]

@@ -5,7 +5,7 @@ SSE `error` event and the provider's breaker a failure — never a second upstre
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 
 from claudex.engine.answers import passed_headers, tag
 from claudex.engine.classify import Outcome, map_transport_error
@@ -79,13 +79,43 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"
     ledger.hand_to_stream()
-    stream = _relay(ledger, exchange, codec, resp, chunks, held, started)
+    stream = _UntilClosed(_relay(ledger, exchange, codec, resp, chunks, held, started),
+                          lambda: _let_go(ledger, resp))
     return tag(ForwardResult(200, headers, name, ledger.trail.attempts, stream=stream))
+
+
+def _let_go(ledger: Ledger, resp: UpstreamResponse) -> None:
+    resp.close()
+    ledger.release(by_stream=True)  # a no-op when settled
+
+
+class _UntilClosed:
+    """The relay as the server gets it. Closing an async generator that never started runs none
+    of its code, so a client gone before the first chunk was asked for would leave the breaker
+    permit and the provider's slot held for good: then `let_go` does what the relay's `finally`
+    would have done."""
+
+    def __init__(self, relay: AsyncGenerator[bytes, None], let_go: Callable[[], None]) -> None:
+        self._relay = relay
+        self._let_go = let_go
+        self._started = False
+
+    def __aiter__(self) -> _UntilClosed:
+        return self
+
+    async def __anext__(self) -> bytes:
+        self._started = True
+        return await self._relay.__anext__()
+
+    async def aclose(self) -> None:
+        if not self._started:
+            self._let_go()
+        await self._relay.aclose()
 
 
 async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
                  resp: UpstreamResponse, chunks: AsyncIterator[bytes], held: list[bytes],
-                 started: float) -> AsyncIterator[bytes]:
+                 started: float) -> AsyncGenerator[bytes, None]:
     name = ledger.rt.name
     try:
         yield b"".join(held)
