@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Final
 
+from e2e.npm_cache import InstallError, install_pinned
+
 VERSION: Final = "2.1.332"
 PACKAGE: Final = "@anthropic-ai/claude-code"
-INSTALL_TIMEOUT_S: Final = 600
 
-
-class InstallError(RuntimeError):
-    """Claude Code could not be installed or does not run."""
 
 
 def cache_dir() -> Path:
@@ -69,33 +66,8 @@ def ensure_installed() -> Path:
         if version_of(binary) is None:
             raise InstallError(f"CLAUDEX_E2E_CLAUDE={override} does not run")
         return binary
-    target = cache_dir()
-    binary = binary_in(target)
-    if _is_pinned(binary):
-        return binary
-    npm = shutil.which("npm")
-    if npm is None:
-        raise InstallError("npm is needed to install Claude Code (apt-get install nodejs npm)")
-    # Into a fresh folder first, then moved into place: an interrupted install leaves no
-    # half-installed cache behind.
-    staging = target.with_name(f"{target.name}.installing-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    command = [npm, "install", "--prefix", str(staging), f"{PACKAGE}@{VERSION}",
-               "--no-audit", "--no-fund", "--no-save", "--loglevel=error"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True,
-                              timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise InstallError(f"npm install did not finish in {INSTALL_TIMEOUT_S} s") from None
-    if done.returncode != 0 or not _is_pinned(binary_in(staging)):
-        shutil.rmtree(staging, ignore_errors=True)
-        raise InstallError(f"npm install {PACKAGE}@{VERSION} failed (exit {done.returncode}): "
-                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return binary
+    return install_pinned(cache_dir(), f"{PACKAGE}@{VERSION}", what="Claude Code",
+                          is_pinned=_is_pinned, binary_in=binary_in)
 
 
 def _is_pinned(binary: Path) -> bool:

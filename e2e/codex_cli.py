@@ -22,7 +22,6 @@ import contextlib
 import os
 import platform
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,17 +31,14 @@ from typing import Final
 
 from claudex.demo.scripted import script_prompt
 from e2e.harness import World, _base_env
+from e2e.npm_cache import InstallError, install_pinned
 
 VERSION: Final = "0.171.0"
 PACKAGE: Final = "@openai/codex"
-INSTALL_TIMEOUT_S: Final = 600
 CODEX_TIMEOUT_S: Final = 180.0
 CLIENT_KEY: Final = "sk-codex-e2e-client-" + secrets.token_hex(8)
 """Codex CLI's key for the claudex provider (env_key): it must never reach an upstream."""
 
-
-class InstallError(RuntimeError):
-    """Codex CLI could not be installed or does not run."""
 
 
 def cache_dir() -> Path:
@@ -90,31 +86,8 @@ def ensure_installed() -> Path:
         if version_of(Path(override)) is None:
             raise InstallError(f"CLAUDEX_E2E_CODEX={override} does not run")
         return Path(override)
-    target = cache_dir()
-    binary = binary_in(target)
-    if _is_pinned(binary):
-        return binary
-    npm = shutil.which("npm")
-    if npm is None:
-        raise InstallError("npm is needed to install Codex CLI (apt-get install nodejs npm)")
-    staging = target.with_name(f"{target.name}.installing-{os.getpid()}")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    command = [npm, "install", "--prefix", str(staging), f"{PACKAGE}@{VERSION}",
-               "--no-audit", "--no-fund", "--no-save", "--ignore-scripts", "--loglevel=error"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True,
-                              timeout=INSTALL_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise InstallError(f"npm install did not finish in {INSTALL_TIMEOUT_S} s") from None
-    if done.returncode != 0 or not _is_pinned(binary_in(staging)):
-        shutil.rmtree(staging, ignore_errors=True)
-        raise InstallError(f"npm install {PACKAGE}@{VERSION} failed (exit {done.returncode}): "
-                           f"{(done.stderr or done.stdout).strip()[-2000:]}")
-    shutil.rmtree(target, ignore_errors=True)
-    staging.rename(target)
-    return binary
+    return install_pinned(cache_dir(), f"{PACKAGE}@{VERSION}", what="Codex CLI",
+                          is_pinned=_is_pinned, binary_in=binary_in, extra=("--ignore-scripts",))
 
 
 def codex_config(base_url: str, model: str) -> str:
