@@ -39,6 +39,13 @@ class Attempt:
     status: int | None = None
     message: str = ""
     latency_ms: float | None = None
+    # What the request detail view shows about one attempt (issue 15); unset for skips.
+    headers_ms: float | None = None        # time to the upstream's response headers
+    first_content_ms: float | None = None  # streams: time to the first content event
+    model: str | None = None               # the model sent upstream
+    max_tokens: int | None = None          # the max_tokens cap applied, when one was
+    breaker: str | None = None             # the breaker state this attempt met
+    dropped: tuple[str, ...] = ()          # what translation left out for this provider
 
     @property
     def skipped(self) -> bool:
@@ -59,13 +66,22 @@ class Attempt:
         return self.outcome
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "provider": self.provider,
             "outcome": self.outcome,
             "status": self.status,
             "message": self.message,
         }
+        # The detail fields only when known, so error bodies and headers stay small.
+        for key in _DETAIL_FIELDS:
+            value = getattr(self, key)
+            if value is not None and value != ():
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
 
+
+_DETAIL_FIELDS = ("latency_ms", "headers_ms", "first_content_ms", "model", "max_tokens",
+                  "breaker", "dropped")
 
 SKIP_OUTCOMES = frozenset({
     "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",
