@@ -47,6 +47,8 @@ class ReferenceBreaker:
         self.opened_at = 0.0
         self.probes = 0
         self.live: set[int] = set()
+        self.trip_until: float | None = None  # a timed trip's deadline
+        self.trip_reason: str | None = None
         self.next_ident = 0
         self.transitions: list[tuple[str, str]] = []
 
@@ -55,11 +57,16 @@ class ReferenceBreaker:
         self.state = new
         self.live.clear()
         self.probes = 0
+        if new != "forced_open":
+            self.trip_until = self.trip_reason = None
         if new == "open":
             self.opened_at = self.clock()
 
     def tick(self) -> None:
         if self.state == "open" and self.clock() >= self.opened_at + self.recovery:
+            self.go("half_open")
+        if (self.state == "forced_open" and self.trip_until is not None
+                and self.clock() >= self.trip_until):
             self.go("half_open")
 
     def acquire(self) -> ModelPermit | None:
@@ -122,10 +129,13 @@ class ReferenceBreaker:
         if self.state == "open":
             self.go("half_open")
 
-    def trip(self) -> None:
+    def trip(self, seconds: float | None = None, reason: str | None = None) -> None:
         self.tick()
         if self.state != "forced_open":
             self.go("forced_open")
+        # Tripped again while tripped: the new terms replace the old, with no transition.
+        self.trip_until = None if seconds is None else self.clock() + seconds
+        self.trip_reason = reason
 
     def reset(self) -> None:
         self.tick()
@@ -135,6 +145,8 @@ class ReferenceBreaker:
             self.go("closed")
 
     def retry_in_s(self) -> float | None:
+        if self.state == "forced_open" and self.trip_until is not None:
+            return self.trip_until - self.clock()
         if self.state != "open":
             return None
         return self.opened_at + self.recovery - self.clock()
@@ -225,6 +237,12 @@ class BreakerMachine(RuleBasedStateMachine):
         self.breaker.trip()
         self.model.trip()
 
+    @rule(seconds=st.sampled_from([1, 5, 20]) | st.integers(1, 60),
+          reason=st.sampled_from([None, "maintenance"]))
+    def timed_trip(self, seconds: int, reason: str | None) -> None:
+        self.breaker.trip(until=self.clock() + seconds, reason=reason)
+        self.model.trip(seconds, reason)
+
     @rule()
     def reset(self) -> None:
         self.breaker.reset()
@@ -251,6 +269,12 @@ class BreakerMachine(RuleBasedStateMachine):
             assert snap.retry_in_s == pytest.approx(expected_retry)
             assert snap.retry_in_s > 0
         assert snap.probes_in_flight <= self.breaker.settings.half_open_probes
+        if self.model.state == "forced_open":
+            assert snap.trip is not None
+            assert (snap.trip.until, snap.trip.reason) == (self.model.trip_until,
+                                                           self.model.trip_reason)
+        else:
+            assert snap.trip is None
 
     @invariant()
     def one_event_and_one_log_line_per_transition(self) -> None:

@@ -4,8 +4,10 @@ States: CLOSED (traffic flows) -> OPEN (after `failure_threshold` consecutive fa
 everything for the current recovery time) -> HALF_OPEN (admits `half_open_probes` concurrent
 trial requests) -> CLOSED on a probe's success, or back to OPEN with the recovery time doubled
 (capped at `max_recovery_seconds`) on a probe's failure. An operator can trip any state to
-FORCED_OPEN, which rejects everything until reset(); reset() closes from any state and clears the
-counters and the recovery time.
+FORCED_OPEN, which rejects everything until reset(), or, for a timed trip (`trip(until=...)`),
+until its deadline: then it goes to HALF_OPEN, so one trial request decides whether traffic comes
+back. A trip may carry the operator's reason; both are in the snapshot. reset() closes from any
+state and clears the counters and the recovery time.
 
 Everything that affects the state machine lives in `_TABLE` below: one entry for every
 (state, signal) pair, naming the handler that updates the counters and says which state comes
@@ -20,25 +22,29 @@ third of five concurrent failures has already opened the breaker, so the other t
 against the coming half-open trial). This staleness check is the one rule applied before the
 table is consulted.
 
-Time: the breaker reads only the injected monotonic `clock`. OPEN -> HALF_OPEN happens lazily, the
-first time any public method runs after the recovery time has elapsed (every public method first
-applies the clock), and is reported once. No I/O, no asyncio.
+Time: the breaker reads only the injected monotonic `clock`. OPEN -> HALF_OPEN and the end of a
+timed trip (FORCED_OPEN -> HALF_OPEN) happen lazily, the first time any public method runs after
+the deadline (every public method first applies the clock), and are reported once. No I/O, no
+asyncio.
 
 Each transition calls `on_transition` exactly once and writes exactly one log line on the
 "claudex.breaker" logger (WARNING when it opens, INFO otherwise). Rejected requests and ignored
-results are not logged. Self-transitions do not exist: tripping a forced-open breaker does
-nothing, and resetting a closed one only clears its counters, silently.
+results are not logged. Self-transitions do not exist: tripping a forced-open breaker again only
+replaces the trip's deadline and reason, silently (the engine reports that), and resetting a
+closed one only clears its counters, silently.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum, StrEnum
 
 from claudex.config.model import BreakerSettings
 from claudex.engine.clock import Clock
+from claudex.engine.trips import duration_words
 
 log = logging.getLogger("claudex.breaker")
 
@@ -66,6 +72,24 @@ class Transition:
     at: float = field(default=0.0, compare=False)
     """The injected clock's reading the transition was decided on (so a checker can verify
     recovery times exactly; a clock read later, in a callback, would be a little late)."""
+    trip: Trip | None = field(default=None, compare=False)
+    """For a move into FORCED_OPEN: the trip's terms."""
+
+
+@dataclass(frozen=True)
+class Trip:
+    """An operator's trip: `until` is a reading of the breaker's clock (None: until reset)."""
+
+    until: float | None = None
+    reason: str | None = None
+    since: float = 0.0  # when it began (the clock's reading)
+
+    def words(self) -> str:
+        """The transition's reason: "tripped by operator for 20m: maintenance"."""
+        text = "tripped by operator"
+        if self.until is not None:
+            text += f" for {duration_words(self.until - self.since)}"
+        return text + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True)
@@ -80,9 +104,10 @@ class Permit:
 class BreakerSnapshot:
     state: BreakerState
     consecutive_failures: int
-    retry_in_s: float | None  # seconds until OPEN may become HALF_OPEN (None unless OPEN)
+    retry_in_s: float | None  # seconds until OPEN (or a timed trip) may become HALF_OPEN
     recovery_seconds: float  # current (possibly doubled) recovery
     probes_in_flight: int
+    trip: Trip | None = None  # while FORCED_OPEN: its deadline and reason
 
 
 class _Signal(Enum):
@@ -91,7 +116,7 @@ class _Signal(Enum):
     FAILURE = "failure"  # a failure reported with a (current) permit
     OUT_OF_BAND_FAILURE = "out_of_band_failure"  # a failed health probe: no permit
     RELEASE = "release"
-    TICK = "tick"  # the clock moved; OPEN may be due to become HALF_OPEN
+    TICK = "tick"  # the clock moved; OPEN or a timed trip may be due to become HALF_OPEN
     PROBE_PASSED = "probe_passed"
     TRIP = "trip"
     RESET = "reset"
@@ -114,6 +139,8 @@ class _Memory:
     # In a fleet (engine/fleet.py), whether this instance holds the provider's half-open slot:
     # a read of local memory, so the machine stays pure. None: always (a lone instance).
     probe_gate: Callable[[], bool] | None = None
+    trip: Trip | None = None  # the trip in force (FORCED_OPEN only)
+    asked: Trip | None = None  # the terms of the trip() being handled
 
     @property
     def recovery_seconds(self) -> float:
@@ -204,7 +231,22 @@ def _half_open_at_once(m: _Memory, now: float, permit: Permit | None) -> _Step:
 
 
 def _force_open(m: _Memory, now: float, permit: Permit | None) -> _Step:
-    return _Step(BreakerState.FORCED_OPEN, "tripped by operator")
+    m.trip = m.asked or Trip(since=now)
+    return _Step(BreakerState.FORCED_OPEN, m.trip.words())
+
+
+def _new_terms(m: _Memory, now: float, permit: Permit | None) -> _Step:
+    """Tripped again while tripped: the new deadline and reason replace the old, no move."""
+    m.trip = m.asked or Trip(since=now)
+    return _STAY
+
+
+def _end_trip_when_due(m: _Memory, now: float, permit: Permit | None) -> _Step:
+    trip = m.trip
+    if trip is None or trip.until is None or now < trip.until:
+        return _STAY
+    return _Step(BreakerState.HALF_OPEN,
+                 f"trip ended after {duration_words(trip.until - trip.since)}")
 
 
 def _open_for_peer(m: _Memory, now: float, permit: Permit | None) -> _Step:
@@ -277,9 +319,9 @@ _TABLE: dict[tuple[BreakerState, _Signal], _Handler] = {
     (_F, _S.FAILURE): _stay,
     (_F, _S.OUT_OF_BAND_FAILURE): _stay,
     (_F, _S.RELEASE): _stay,
-    (_F, _S.TICK): _stay,
+    (_F, _S.TICK): _end_trip_when_due,
     (_F, _S.PROBE_PASSED): _stay,
-    (_F, _S.TRIP): _stay,
+    (_F, _S.TRIP): _new_terms,
     (_F, _S.PEER_OPENED): _stay,
     (_F, _S.PEER_CLOSED): _stay,
     (_F, _S.RESET): _reset_to_closed,
@@ -295,6 +337,8 @@ def _enter(m: _Memory, new: BreakerState, now: float) -> None:
     """Bookkeeping shared by every transition."""
     m.generation += 1  # every permit issued so far becomes stale
     m.probes_in_flight = 0
+    if new is not BreakerState.FORCED_OPEN:
+        m.trip = None
     if new is BreakerState.OPEN:
         m.opened_at = now
 
@@ -342,8 +386,20 @@ class CircuitBreaker:
         """A health probe succeeded: OPEN becomes HALF_OPEN at once; no effect otherwise."""
         self._fire(_Signal.PROBE_PASSED)
 
-    def trip(self) -> None:
-        self._fire(_Signal.TRIP)
+    def trip(self, *, until: float | None = None, reason: str | None = None,
+             since: float | None = None) -> None:
+        """Force the breaker open until reset(), or until the clock reads `until` (then
+        HALF_OPEN). `reason` is the operator's words; `since` when the trip began (a trip
+        restored or learned from elsewhere), else now. Tripping a tripped breaker replaces
+        its deadline and reason."""
+        now = self._clock()
+        if until is not None and not math.isfinite(until):
+            until = None
+        self._memory.asked = Trip(until, reason or None, now if since is None else since)
+        try:
+            self._fire(_Signal.TRIP)
+        finally:
+            self._memory.asked = None
 
     def reset(self) -> None:
         self._fire(_Signal.RESET)
@@ -378,12 +434,15 @@ class CircuitBreaker:
         retry_in_s: float | None = None
         if self._state is BreakerState.OPEN:
             retry_in_s = max(0.0, m.opened_at + m.recovery_seconds - self._clock())
+        elif m.trip is not None and m.trip.until is not None:
+            retry_in_s = max(0.0, m.trip.until - self._clock())
         return BreakerSnapshot(
             state=self._state,
             consecutive_failures=m.consecutive_failures,
             retry_in_s=retry_in_s,
             recovery_seconds=m.recovery_seconds,
             probes_in_flight=m.probes_in_flight,
+            trip=m.trip,
         )
 
     def update_settings(self, settings: BreakerSettings) -> None:
@@ -417,4 +476,5 @@ class CircuitBreaker:
             reason,
         )
         if self._on_transition is not None:
-            self._on_transition(Transition(self.provider, old, new, reason, now))
+            self._on_transition(Transition(self.provider, old, new, reason, now,
+                                           self._memory.trip))

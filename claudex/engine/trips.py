@@ -1,0 +1,150 @@
+"""Timed trips: the one duration parser (`20m`, `1h30m`, `90s`, `2h`), the words for time left,
+and restoring the trips still in force from the history journal when an engine starts.
+
+The parser is shared by the admin API, `claudex trip --for` and the console's trip dialog, so a
+duration means the same everywhere and a bad one gets the same sentence.
+
+Restore: a trip lives in the journal's events table as the breaker event that forced the breaker
+open (its data carries `until`, wall-clock epoch seconds or null, and `trip_reason`), or as a
+`trip` event when an operator changed the terms of a trip already in force. The last of those
+per provider, unless a later breaker event moved the breaker out of forced-open (a reset, the
+deadline passing), is the trip in force. A timed trip whose deadline passed while the engine was
+down restores as nothing: the provider starts closed, as it would after any restart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+MAX_SECONDS: Final = 30 * 86400.0  # a trip longer than a month is a mistake; until reset exists
+_UNITS: Final = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([dhms])")
+_SHAPE = "a duration looks like 90s, 20m, 1h30m or 2h"
+
+
+class DurationError(ValueError):
+    """A duration that does not parse; the message says how one should look."""
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from `90s` / `20m` / `1h30m` / `2h` / `1d`, a bare number of seconds (`90`), or a
+    JSON number. Raises `DurationError` for anything else, zero, or more than 30 days."""
+    if isinstance(value, bool):
+        raise DurationError(f"{_SHAPE}, not {value!r}")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        seconds = _parse_text(value)
+    else:
+        raise DurationError(f"{_SHAPE}, not a {type(value).__name__}")
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise DurationError(f"a trip lasts more than 0 seconds ({_SHAPE})")
+    if seconds > MAX_SECONDS:
+        raise DurationError("a timed trip lasts at most 30 days; leave the duration out to trip "
+                            "until reset")
+    return seconds
+
+
+def _parse_text(text: str) -> float:
+    shown = text.strip()[:40]
+    compact = text.strip().lower()
+    if re.fullmatch(r"\d+(?:\.\d+)?", compact):
+        return float(compact)
+    pos, total, units = 0, 0.0, ""
+    for match in _PART.finditer(compact):
+        if compact[pos:match.start()].strip() or match.group(2) in units:
+            raise DurationError(f"{_SHAPE}, not {shown!r}")
+        if units and "dhms".index(match.group(2)) < "dhms".index(units[-1]):
+            raise DurationError(f"{_SHAPE} (largest unit first), not {shown!r}")
+        units += match.group(2)
+        total += float(match.group(1)) * _UNITS[match.group(2)]
+        pos = match.end()
+    if not units or compact[pos:].strip():
+        raise DurationError(f"{_SHAPE}, not {shown!r}")
+    return total
+
+
+def duration_words(seconds: float) -> str:
+    """`45s`, `12m`, `1h30m`, `2h`, `3d4h`: rounded up, so "1m left" is never 0 left. Reads back
+    through `parse_duration`."""
+    s = max(0, math.ceil(seconds - 1e-9))
+    if s <= 90:
+        return f"{s}s"
+    minutes = math.ceil(s / 60)
+    if minutes < 60:
+        return f"{minutes}m"
+    if minutes < 24 * 60:
+        hours, rest = divmod(minutes, 60)
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    hours = math.ceil(s / 3600)
+    days, rest = divmod(hours, 24)
+    return f"{days}d{rest}h" if rest else f"{days}d"
+
+
+def trip_words(reason: str | None, left_s: float | None) -> str:
+    """How a skipped attempt or a panel says a trip: "tripped by operator: maintenance (12m
+    left)", "tripped by operator (until reset)"."""
+    head = "tripped by operator" + (f": {reason}" if reason else "")
+    tail = "until reset" if left_s is None else f"{duration_words(left_s)} left"
+    return f"{head} ({tail})"
+
+
+@dataclass(frozen=True)
+class SavedTrip:
+    """A trip in force when an engine stopped, as its journal tells it."""
+
+    provider: str
+    until: float | None  # wall-clock epoch seconds; None: until reset
+    reason: str | None
+    since: float  # wall time the trip began
+
+
+def trips_in_journal(path: Path, now_wall: float) -> list[SavedTrip]:
+    """The trips still in force at `now_wall` according to the journal at `path` (none when the
+    file does not exist or cannot be read)."""
+    if not path.exists():
+        return []
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT e.profile, e.kind, e.time, e.data FROM events e JOIN "
+            "(SELECT profile, MAX(rowid) AS last FROM events WHERE kind IN ('breaker', 'trip') "
+            "AND profile IS NOT NULL GROUP BY profile) l ON e.rowid = l.last").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    out: list[SavedTrip] = []
+    for provider, kind, at, raw in rows:
+        saved = _saved_trip(str(provider), str(kind), float(at), raw)
+        if saved is not None and (saved.until is None or saved.until > now_wall):
+            out.append(saved)
+    return out
+
+
+def _saved_trip(provider: str, kind: str, at: float, raw: object) -> SavedTrip | None:
+    try:
+        data: Any = json.loads(raw) if isinstance(raw, str) else {}
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    if kind == "breaker" and data.get("new") != "forced_open":
+        return None  # the last thing that happened moved it out of a trip
+    until = data.get("until")
+    if isinstance(until, bool) or not isinstance(until, int | float | None):
+        return None
+    reason = data.get("trip_reason")
+    since = data.get("since")
+    return SavedTrip(provider, None if until is None else float(until),
+                     reason if isinstance(reason, str) and reason else None,
+                     float(since) if isinstance(since, int | float) else at)
