@@ -21,8 +21,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 # "link": an attached console's own news (the engine stopped answering, answers again).
+# "trip": an operator changed the terms of a trip already in force (no breaker transition).
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
-                    "limit", "link"]
+                    "limit", "link", "trip"]
 
 
 @dataclass(frozen=True)
