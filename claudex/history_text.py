@@ -1,19 +1,179 @@
-"""`claudex history`: the journal's requests and events as lines, oldest first.
+"""Words for the history journal's records: `claudex history` and the console's request detail.
 
-One line per request (time, protocol, model, who served it, status, outcome, latency, the
-attempt trail, tokens) and per event (time, kind, sentence), merged in time order."""
+A request record is shaped like a journal row (`GET /_claudex/history`'s `requests`): the
+console turns a live `request` event into the same shape (`record_from_event`), so the listing,
+`claudex history --id`, and the console's detail screen read one thing. Every field may be
+missing (a journal written by an older claudex, an event without detail): it reads "—".
+
+One line per request (time, request id, protocol, model, who served it, status, outcome, latency,
+the attempt trail, tokens) and per event (time, kind, sentence), merged in time order. Every text
+passes the scrubber on its way out; credential headers are shown masked (`sk-…abcd`), never more
+than the engine kept.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
 
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.events import Event
+from claudex.engine.journal import outcome_of
+from claudex.engine.secrets import SCRUBBER, mask_secret
+
+NONE: Final = "—"
+CREDENTIAL_HEADERS: Final = frozenset({"authorization", "x-api-key", "cookie", "set-cookie",
+                                       "proxy-authorization", "x-goog-api-key", "api-key"})
+# The attempt table: (heading, key of `attempt_cells`' result).
+ATTEMPT_COLUMNS: Final = ("#", "provider", "outcome", "status", "headers", "first content",
+                          "duration", "model sent", "max_tokens", "breaker met")
+
+When = Callable[[float], str]
 
 
 def _when(epoch: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def record_from_event(event: Event) -> dict[str, Any]:
+    """A live `request` event in the journal row's shape."""
+    d = event.data
+    raw_usage = d.get("usage")
+    usage: Mapping[str, Any] = raw_usage if isinstance(raw_usage, dict) else {}
+    return {
+        "event_id": event.id, "time": event.time, "request_id": d.get("request_id"),
+        "protocol": d.get("protocol"), "endpoint": d.get("endpoint"), "route": d.get("route"),
+        "model": d.get("model"), "profile": d.get("profile"), "provider": d.get("provider"),
+        "status": d.get("status"), "outcome": outcome_of(d), "latency_ms": d.get("latency_ms"),
+        "first_content_ms": d.get("first_content_ms"), "stream": bool(d.get("stream")),
+        "trail": d.get("trail"), "attempts": list(d.get("attempts") or []),
+        "dropped": list(d.get("dropped") or []), "notes": list(d.get("notes") or []),
+        "headers": d.get("headers") if isinstance(d.get("headers"), dict) else None,
+        "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
+        "cache_read_tokens": usage.get("cache_read_tokens"),
+    }
+
+
+def ms_text(value: object) -> str:
+    """`4.2 ms`, `420 ms`, `1.24 s`; "—" when unknown."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return NONE
+    ms = float(value)
+    if ms >= 1000:
+        return f"{ms / 1000:.2f} s"
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def _text(value: object) -> str:
+    if value is None or value == "" or value == [] or value == ():
+        return NONE
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def _tokens(r: Mapping[str, Any]) -> str:
+    tin, tout, cached = r.get("input_tokens"), r.get("output_tokens"), r.get("cache_read_tokens")
+    if tin is None and tout is None:
+        return NONE
+    text = f"{tin or 0} in / {tout or 0} out"
+    return text + (f" (+{cached} cache reads)" if cached else "")
+
+
+def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, str]]:
+    """The request's own lines: (label, value), in the order the detail shows them."""
+    client = _text(r.get("protocol"))
+    if r.get("endpoint"):
+        client += f" {r['endpoint']}"
+    if r.get("stream"):
+        client += " (stream)"
+    status = _text(r.get("status"))
+    if r.get("outcome"):
+        status += f" · {r['outcome']}"
+    at = r.get("time")
+    latency = ms_text(r.get("latency_ms"))
+    if isinstance(r.get("first_content_ms"), int | float):
+        latency += f" (first content {ms_text(r.get('first_content_ms'))})"
+    fields = [
+        ("request id", _text(r.get("request_id"))),
+        ("time", when(float(at)) if isinstance(at, int | float) else NONE),
+        ("client", client),
+        ("route", _text(r.get("route"))),
+        ("model", _text(r.get("model"))),
+        ("profile", _text(r.get("profile"))),
+        ("served by", _text(r.get("provider")) if r.get("provider") else "none"),
+        ("status", status),
+        ("latency", latency),
+        ("tokens", _tokens(r)),
+        ("dropped", _text(r.get("dropped"))),
+        ("notes", "; ".join(str(n) for n in r.get("notes") or ()) or NONE),
+    ]
+    return [(label, SCRUBBER.text(value)) for label, value in fields]
+
+
+def attempts_of(r: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [a for a in r.get("attempts") or () if isinstance(a, Mapping)]
+
+
+def attempt_cells(index: int, a: Mapping[str, Any]) -> tuple[str, ...]:
+    """One attempt's cells, in `ATTEMPT_COLUMNS` order."""
+    cap = a.get("max_tokens")
+    return tuple(SCRUBBER.text(cell) for cell in (
+        str(index), _text(a.get("provider")), _text(a.get("outcome")), _text(a.get("status")),
+        ms_text(a.get("headers_ms")), ms_text(a.get("first_content_ms")),
+        ms_text(a.get("latency_ms")), _text(a.get("model")),
+        str(cap) if isinstance(cap, int) else NONE, _text(a.get("breaker")),
+    ))
+
+
+def attempt_reasons(a: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """What an attempt said beyond its numbers: the upstream's message (masked by the engine,
+    and again here) and what translation dropped for it."""
+    out = []
+    if a.get("message"):
+        out.append(("message", SCRUBBER.text(" ".join(str(a["message"]).split()))))
+    if a.get("dropped"):
+        out.append(("dropped", SCRUBBER.text(_text(a.get("dropped")))))
+    return out
+
+
+def header_items(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The client's headers as the engine kept them, credentials masked, sorted by name."""
+    headers = r.get("headers")
+    if not isinstance(headers, Mapping):
+        return []
+    items = []
+    for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
+        text = str(value)
+        if str(name).lower() in CREDENTIAL_HEADERS and "…" not in text:
+            text = mask_secret(text)  # the engine masks these; an older one may not have
+        items.append((str(name), SCRUBBER.text(text)))
+    return items
+
+
+def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+            for row in rows]
+
+
+def detail_lines(r: Mapping[str, Any], when: When = _when) -> list[str]:
+    """`claudex history --id`: what the console's detail screen shows, as plain text."""
+    fields = detail_fields(r, when)
+    width = max(len(label) for label, _ in fields)
+    lines = [f"{label:<{width}}  {value}" for label, value in fields]
+    attempts = attempts_of(r)
+    lines += ["", f"attempts ({len(attempts)})" if attempts else "attempts  —"]
+    if attempts:
+        lines += _aligned([ATTEMPT_COLUMNS, *(attempt_cells(i, a)
+                                               for i, a in enumerate(attempts, 1))])
+        for i, a in enumerate(attempts, 1):
+            for label, text in attempt_reasons(a):
+                lines.append(f"  #{i} {label}: {text}")
+    headers = header_items(r)
+    lines += ["", "client headers" if headers else f"client headers  {NONE}"]
+    lines += [f"  {name}: {value}" for name, value in headers]
+    return lines
 
 
 def request_line(r: Mapping[str, Any]) -> str:
@@ -23,7 +183,8 @@ def request_line(r: Mapping[str, Any]) -> str:
     latency = r.get("latency_ms")
     latency_text = f"{float(latency):.0f} ms" if isinstance(latency, int | float) else "-"
     stream = " stream" if r.get("stream") else ""
-    return (f"{_when(float(r['time']))}  {r.get('protocol') or '-'} {r.get('model') or '-'}"
+    return (f"{_when(float(r['time']))}  {r.get('request_id') or '-':<12} "
+            f"{r.get('protocol') or '-'} {r.get('model') or '-'}"
             f"{stream} -> {r.get('provider') or 'none'}  {r.get('status')} "
             f"{r.get('outcome')}  {latency_text}  [{r.get('trail') or ''}]{tokens}")
 

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from claudex.config.model import Config
-from claudex.console.link import LinkError, LinkState
+from claudex.console.link import HISTORY_PAGE, HistoryKind, HistoryPage, LinkError, LinkState
 from claudex.engine.events import Event
 
 INBOX_MAX: Final = 2000     # events waiting on the console's side (a stalled UI drops the oldest)
@@ -38,6 +38,7 @@ STATUS_TIMEOUT_S: Final = 2.0
 ACTION_TIMEOUT_S: Final = 10.0
 RETRY_S: Final = 1.0        # how often a lost engine is asked again
 STREAM_READ_TIMEOUT_S: Final = 45.0  # the route sends a keep-alive every 15 s
+HISTORY_TIMEOUT_S: Final = 10.0
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -210,6 +211,38 @@ class HttpLink:
                 data = resp.json()
                 if isinstance(data, dict) and isinstance(data.get("profiles"), list):
                     self._snapshot = data
+
+    # -- history -------------------------------------------------------------------------------
+
+    async def history(self, kind: HistoryKind, *, until: float | None = None,
+                      limit: int = HISTORY_PAGE, text: str | None = None) -> HistoryPage:
+        params = {"kind": kind, "limit": str(limit)}
+        if until is not None:
+            params["until"] = repr(float(until))
+        if text:
+            params["q"] = text
+        try:
+            resp = await self._http().get("/_claudex/history", params=params,
+                                          timeout=HISTORY_TIMEOUT_S)
+        except httpx.HTTPError as exc:
+            return HistoryPage(problem=f"the engine did not answer ({_transport_reason(exc)})")
+        try:
+            body = resp.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return HistoryPage(problem=f"the engine {_refusal(resp)}")
+        found_status = body.get("history")
+        journal: dict[str, Any] = found_status if isinstance(found_status, dict) else {}
+        if resp.status_code != 200:
+            # 409: it keeps none; 503: its file cannot be read; 400: a query it refused.
+            return HistoryPage(problem=str(journal.get("problem") or body.get("error")
+                                           or _refusal(resp)))
+        rows = body.get(kind)
+        found = [row for row in rows if isinstance(row, dict)] if isinstance(rows, list) else []
+        if not found and journal.get("enabled") is False:
+            return HistoryPage(problem=str(journal.get("problem") or "turned off"))
+        return HistoryPage(rows=found)
 
     # -- events --------------------------------------------------------------------------------
 

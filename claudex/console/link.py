@@ -6,6 +6,10 @@ screenshots, the frame benchmark); `ThreadedLink` (threaded_link.py) one on its 
 `claudex console` hosting and `claudex demo` run it; `HttpLink` (http_link.py) a `claudex serve`
 elsewhere, through `GET /_claudex/status`, `GET /_claudex/events` and the admin POSTs.
 
+`history()` reads the engine's journal (requests or events older than the console's tail, or
+matching a search): `LocalLink` and `ThreadedLink` open the journal's file on a worker thread
+(SQLite in WAL mode: a reader never blocks the writer), `HttpLink` asks `GET /_claudex/history`.
+
 Rules for implementations: `snapshot()` and `in_flight` are instant (no I/O, no waiting),
 because the console calls them on its UI loop; everything that may wait is `async`. The main
 screen's refresh awaits `fresh_snapshot()` once (at most ~10 times a second), and `snapshot()`
@@ -15,19 +19,35 @@ may return what that last fetched.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, Protocol
 
 from claudex.config.model import Config
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
+from claudex.engine.journal import Journal
+from claudex.engine.journal_query import HistoryQuery, read_history
 from claudex.server.serve import register_secrets
 
 
 class LinkError(Exception):
     """An action could not reach the engine (an attached engine that stopped answering, or
     refused); the message is a sentence for the operator."""
+
+
+HistoryKind = Literal["requests", "events"]
+HISTORY_PAGE: Final = 200  # rows a scroll past the oldest asks for
+FLUSH_WAIT_S: Final = 1.0  # a search waits this long for the journal to write what is pending
+
+
+@dataclass(frozen=True)
+class HistoryPage:
+    """Rows from the journal, oldest first, shaped like `GET /_claudex/history`'s."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    problem: str | None = None  # why there is none: the journal is off, or cannot be read
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,12 @@ class EngineLink(Protocol):
         """Probe every enabled profile once, now."""
         ...
 
+    async def history(self, kind: HistoryKind, *, until: float | None = None,
+                      limit: int = HISTORY_PAGE, text: str | None = None) -> HistoryPage:
+        """The newest `limit` journal rows of `kind` at or before `until` (wall time; None:
+        up to now) that match `text` (None: all), oldest first; never raises."""
+        ...
+
 
 class LocalLink:
     """`EngineLink` for an engine running in this process (and this event loop)."""
@@ -123,6 +149,28 @@ class LocalLink:
 
     async def check_health_now(self) -> None:
         await self.engine.check_health_now()
+
+    async def history(self, kind: HistoryKind, *, until: float | None = None,
+                      limit: int = HISTORY_PAGE, text: str | None = None) -> HistoryPage:
+        return await asyncio.to_thread(read_journal, self.engine.journal, kind, until, limit,
+                                       text)
+
+
+def read_journal(journal: Journal | None, kind: HistoryKind, until: float | None, limit: int,
+                 text: str | None) -> HistoryPage:
+    """A page of the journal of an engine in this process (blocks: call it on a thread)."""
+    if journal is None:
+        return HistoryPage(problem="not kept by this engine ([history] enabled = false, "
+                                   "or started without it)")
+    if journal.problem is not None:
+        return HistoryPage(problem=journal.problem)
+    journal.flush(FLUSH_WAIT_S)  # what was served a moment ago is found too
+    query = HistoryQuery(until=until, limit=limit, text=text or None, kind=kind)
+    try:
+        found = read_history(journal.path, query)
+    except (sqlite3.Error, OSError) as exc:
+        return HistoryPage(problem=f"{str(exc) or type(exc).__name__} ({journal.path})")
+    return HistoryPage(rows=list(found.get(kind) or []))
 
 
 def hosting_state(engine: Engine) -> LinkState:

@@ -20,7 +20,14 @@ from typing import Any, Final, TypeVar
 
 from claudex.config.model import Config
 from claudex.console.engine_thread import CALL_TIMEOUT_S, EngineThread, EngineThreadError
-from claudex.console.link import LinkState, hosting_state
+from claudex.console.link import (
+    HISTORY_PAGE,
+    HistoryKind,
+    HistoryPage,
+    LinkState,
+    hosting_state,
+    read_journal,
+)
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.server.serve import register_secrets
@@ -82,6 +89,12 @@ class ThreadedLink:
 
     async def check_health_now(self) -> None:
         await asyncio.wrap_future(self.thread.submit(self.engine.check_health_now()))
+
+    async def history(self, kind: HistoryKind, *, until: float | None = None,
+                      limit: int = HISTORY_PAGE, text: str | None = None) -> HistoryPage:
+        # The journal's file, read on a thread of its own: neither loop waits on SQLite.
+        return await asyncio.to_thread(read_journal, self.engine.journal, kind, until, limit,
+                                       text)
 
     @staticmethod
     async def _await(future: concurrent.futures.Future[T]) -> T:
