@@ -6,7 +6,23 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from claudex.engine.latency import BucketCounts, LatencyWindow, MinuteSeries
+from claudex.engine.request import SKIP_OUTCOMES
 from claudex.providers.translate.drops import listed
+
+# Attempts that never reached the provider (besides the skips): not its traffic.
+NOT_SENT = SKIP_OUTCOMES | {"credentials", "translation_error", "invalid_request"}
+# Attempts the provider answered well, or that failed by the client's own fault.
+NOT_ERRORS = frozenset({"ok", "client_error"})
+LOCAL_ESTIMATE = "local estimate"  # count_tokens answered by claudex itself
+
+
+def attempt_counts(outcome: str, message: str) -> tuple[int, int]:
+    """(sent, error) for one attempt in a trail: 1 when it reached the provider, and 1 when
+    the provider answered it with a failure (a 5xx, a 429, a timeout, a broken stream...)."""
+    if outcome in NOT_SENT or (outcome == "ok" and message == LOCAL_ESTIMATE):
+        return 0, 0
+    return 1, 0 if outcome in NOT_ERRORS else 1
 
 
 @dataclass
@@ -23,6 +39,47 @@ class ProviderStats:
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=60))
     # Requests served with something left out, per short name ("thinking"): /metrics.
     dropped: dict[str, int] = field(default_factory=dict)
+    # What requests felt (engine/latency.py), wall-clock times: time to first content of
+    # streams, duration of answers that were not streamed, and the last 30 minutes' traffic.
+    first_content: LatencyWindow = field(default_factory=LatencyWindow)
+    duration: LatencyWindow = field(default_factory=LatencyWindow)
+    first_content_hist: BucketCounts = field(default_factory=BucketCounts)
+    duration_hist: BucketCounts = field(default_factory=BucketCounts)
+    minutes: MinuteSeries = field(default_factory=lambda: MinuteSeries(0.0))
+
+    def observe_attempt(self, at: float, outcome: str, message: str) -> None:
+        sent, error = attempt_counts(outcome, message)
+        if sent:
+            self.minutes.add(at, sent, error)
+
+    def observe_first_content(self, at: float, ms: float) -> None:
+        self.first_content.add(at, ms)
+        self.first_content_hist.observe(ms / 1000.0)
+
+    def observe_duration(self, at: float, ms: float) -> None:
+        self.duration.add(at, ms)
+        self.duration_hist.observe(ms / 1000.0)
+
+    def window_json(self, now: float) -> dict[str, Any]:
+        """`latency`, `minutes` and the rates over them at wall time `now` (computed here, on
+        a status read, never on the hot path)."""
+        fc50, fc95, fc_n = self.first_content.percentiles(now)
+        d50, d95, d_n = self.duration.percentiles(now)
+        series = self.minutes.series(now)
+        covered = self.minutes.minutes_covered(now)
+        requests, errors = sum(series["requests"]), sum(series["errors"])
+        return {
+            "latency": {
+                "first_content_p50_ms": _ms(fc50), "first_content_p95_ms": _ms(fc95),
+                "duration_p50_ms": _ms(d50), "duration_p95_ms": _ms(d95),
+                "samples": fc_n + d_n,
+                "first_content_samples": fc_n, "duration_samples": d_n,
+            },
+            "minutes": series,
+            "requests_per_min": round(requests / covered, 2),
+            "error_rate": round(errors / requests, 4) if requests else 0.0,
+            "tokens_per_min": round(sum(series["tokens"]) / covered, 1),
+        }
 
     def count_dropped(self, names: tuple[str, ...]) -> None:
         for name in names:
@@ -47,6 +104,10 @@ class ProviderStats:
             "last_error_at": self.last_error_at,
             "last_latency_ms": self.last_latency_ms,
         }
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 class RateMeter:
