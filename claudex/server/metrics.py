@@ -3,14 +3,21 @@ pays nothing for it."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 from claudex.engine.breaker import BreakerState
 from claudex.engine.engine import Engine
+from claudex.engine.latency import BucketCounts
 
 _STATES = [s.value for s in BreakerState]
 _COLORS = ("green", "yellow", "red")
@@ -96,6 +103,30 @@ class EngineCollector(Collector):
                 tokens.add_metric([name, kind], counted[f"{kind}_tokens"])
         yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens,
                     in_flight, queued, limit, queue_full, refused)
+        yield from _histograms(engine)
+
+
+def _histograms(engine: Engine) -> Iterator[Metric]:
+    """What requests felt (engine/latency.py), observed since this process started."""
+    first = HistogramMetricFamily(
+        "claudex_first_content_seconds",
+        "Time to the first content of streamed answers, at the provider that served them",
+        labels=["provider"])
+    duration = HistogramMetricFamily(
+        "claudex_request_duration_seconds",
+        "Duration of answers that were not streamed, at the provider that served them",
+        labels=["provider"])
+    for name, rt in engine.runtimes.items():
+        first.add_metric([name], _buckets(rt.stats.first_content_hist),
+                         rt.stats.first_content_hist.sum)
+        duration.add_metric([name], _buckets(rt.stats.duration_hist), rt.stats.duration_hist.sum)
+    yield from (first, duration)
+
+
+def _buckets(counts: BucketCounts) -> list[tuple[str, float]]:
+    # Bounds as Prometheus writes them: 0.25, 1.0, 120.0, +Inf.
+    return [("+Inf" if math.isinf(bound) else repr(float(bound)), float(n))
+            for bound, n in counts.cumulative()]
 
 
 def make_registry(engine: Engine) -> CollectorRegistry:

@@ -1,4 +1,6 @@
-"""One panel per profile: colour and reason, breaker with its countdown, probe latency with a
+"""One panel per profile: colour and reason, breaker with its countdown (and claudex's queue
+there, when requests wait), the latency requests felt (p50/p95 of time to first content, or of
+whole answers; the probe's latency until traffic has been served or when the probe fails) with a
 sparkline of recent latencies, request and error counts, and the last error (masked)."""
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from claudex.console.format import (
     token_words,
 )
 from claudex.console.messages import ProfileSelected
+from claudex.engine.latency import latency_words
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 
@@ -77,8 +80,10 @@ class ProviderPanel(Vertical):
             self.border_subtitle = subtitle
         reason = escape(safe(str(health.get("reason") or colour), 80))
         self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
-        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}")
-        self.probe_line.set_text(escape(probe_words(health)))
+        queued = int((profile.get("concurrency") or {}).get("queued") or 0)
+        queue = f" · [b]queue {queued}[/]" if queued else ""
+        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}")
+        self.probe_line.set_text(escape(feel_words(health, stats)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
         data = list(history)
         if len(data) == 1:
@@ -88,3 +93,11 @@ class ProviderPanel(Vertical):
         self.counts_line.set_text(escape(counts_words(stats) + token_words(profile)
                                          + limit_words(profile)))
         self.error_line.set_text(f"[dim]{escape(last_error_words(stats, now_wall))}[/]")
+
+
+def feel_words(health: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
+    """What requests felt over the last minutes, when any were served; else the probe. A
+    failing probe is news either way and keeps the line."""
+    words = latency_words(stats.get("latency"))
+    failing = bool(health.get("error")) and health.get("latency_ms") is None
+    return words if words and not failing else probe_words(health)
