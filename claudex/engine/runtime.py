@@ -11,6 +11,7 @@ from claudex.engine.concurrency import AdaptiveLimit
 from claudex.engine.credentials import Credentials
 from claudex.engine.gate import ProviderGate, RetryBudget
 from claudex.engine.stats import ProviderStats
+from claudex.engine.trips import trip_words
 
 Color = Literal["green", "yellow", "red"]
 _MAX_REMEMBERED_LIMITS = 64  # models per provider; a request cannot grow this without bound
@@ -90,7 +91,7 @@ class ProviderRuntime:
         if health.credentials_problem is not None:  # found at run time (a token_command failing)
             return "red", f"misconfigured: {health.credentials_problem}"
         if state is BreakerState.FORCED_OPEN:
-            return "red", "breaker tripped by operator"
+            return "red", f"breaker {self.trip_text()}"
         if state is BreakerState.OPEN:
             return "red", "breaker open"
         if self.credentials.status == "needs login":
@@ -123,9 +124,21 @@ class ProviderRuntime:
             return "green", "ok (not probed yet)"
         return "green", "ok"
 
-    def status_json(self, now: float, degraded_latency_ms: float) -> dict[str, Any]:
+    def trip_text(self) -> str:
+        """The trip in force in words: `tripped by operator: maintenance (12m left)`."""
+        snap = self.breaker.snapshot()
+        reason = snap.trip.reason if snap.trip is not None else None
+        return trip_words(reason, snap.retry_in_s)
+
+    def status_json(self, now: float, degraded_latency_ms: float,
+                    wall: float | None = None) -> dict[str, Any]:
+        """`wall`: the wall clock's reading at `now`, for a timed trip's `until` (epoch s)."""
         snap = self.breaker.snapshot()
         color, reason = self.color(now, degraded_latency_ms)
+        trip = snap.trip
+        until = None
+        if trip is not None and trip.until is not None and snap.retry_in_s is not None:
+            until = round((now if wall is None else wall) + snap.retry_in_s, 3)
         return {
             "name": self.profile.name,
             "provider_type": self.profile.provider_type,
@@ -138,6 +151,10 @@ class ProviderRuntime:
                 "consecutive_failures": snap.consecutive_failures,
                 "retry_in_s": None if snap.retry_in_s is None else round(snap.retry_in_s, 3),
                 "recovery_seconds": snap.recovery_seconds,
+                # While tripped: the operator's words and when a timed trip ends (epoch s);
+                # `retry_in_s` is then the time it has left.
+                "reason": trip.reason if trip is not None else None,
+                "until": until,
             },
             "health": {
                 "color": color,

@@ -148,3 +148,52 @@ def _saved_trip(provider: str, kind: str, at: float, raw: object) -> SavedTrip |
     return SavedTrip(provider, None if until is None else float(until),
                      reason if isinstance(reason, str) and reason else None,
                      float(since) if isinstance(since, int | float) else at)
+
+
+REASON_MAX: Final = 200
+
+
+def clean_reason(reason: str | None) -> str | None:
+    """An operator's reason as kept: one line, at most 200 characters, None when blank."""
+    if reason is None:
+        return None
+    text = " ".join(reason.split())
+    if not text:
+        return None
+    return text if len(text) <= REASON_MAX else text[: REASON_MAX - 1] + "…"
+
+
+def trip_data(until: float | None, since: float, reason: str | None, now: float,
+              now_wall: float) -> dict[str, Any]:
+    """A trip's terms for an event (and so the journal): `until` and `since` as wall-clock epoch
+    seconds, from readings of the monotonic clock that reads `now` when the wall reads
+    `now_wall`."""
+    def wall(t: float) -> float:
+        return round(now_wall + (t - now), 3)
+
+    return {"until": None if until is None else wall(until), "trip_reason": reason,
+            "since": wall(since)}
+
+
+def trip_terms(body: bytes) -> tuple[float | None, str | None]:
+    """`(seconds, reason)` from an admin trip request's body: nothing (until reset, no reason),
+    or a JSON object `{"for": "20m" | seconds | null, "reason": "..." | null}`. Raises
+    `DurationError` with a sentence for anything else."""
+    if not body.strip():
+        return None, None
+    try:
+        data: Any = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise DurationError('the body is JSON: {"for": "20m", "reason": "..."}, both optional'
+                            ) from None
+    if not isinstance(data, dict):
+        raise DurationError('the body is a JSON object: {"for": "20m", "reason": "..."}')
+    unknown = sorted(set(data) - {"for", "reason"})
+    if unknown:
+        raise DurationError(f"unknown key {unknown[0][:40]!r}: a trip takes \"for\" and "
+                            "\"reason\"")
+    raw, reason = data.get("for"), data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise DurationError("reason is a string")
+    seconds = None if raw is None or raw == "" else parse_duration(raw)
+    return seconds, clean_reason(reason)
