@@ -27,7 +27,7 @@ from claudex.engine.reasoning_memory import (
 )
 from claudex.engine.request import ProxyRequest
 from claudex.engine.signatures import SignatureMemory
-from claudex.providers import anthropic, openai, responses
+from claudex.providers import anthropic, fastjson, openai, responses
 from claudex.providers import translate as tr
 from claudex.providers.sse import TailScanner
 from claudex.providers.thinking import make_portable
@@ -168,14 +168,9 @@ def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
     return headers
 
 
-def _dumps(value: Any) -> bytes:
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        # A lone surrogate (`"\ud800"` in the client's JSON) has no UTF-8 form: send it escaped,
-        # as the client wrote it, and let the provider judge it.
-        return json.dumps(value, separators=(",", ":")).encode()
+# Compact JSON through orjson; a lone surrogate (`"\ud800"` in the client's JSON) has no UTF-8
+# form and goes escaped, as the client wrote it, for the provider to judge.
+_dumps = fastjson.dumps
 
 
 def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
@@ -252,9 +247,14 @@ class Exchange:
         """The request body for this provider. Raises InvalidRequest when the client's request
         is malformed in a way only translation notices (nothing is sent anywhere then)."""
         try:
-            if self.client == "responses":
-                return self._responses_client_body()
-            return self._body()
+            out = self._build()
+            if out is not self.req.raw and fastjson.lossy(self.req.body):
+                # Re-encoded, and the body may hold an integer beyond 64 bits that orjson read
+                # as a float: build it again from an exact reading of the client's bytes.
+                self.req.body = json.loads(self.req.raw)
+                self._reset()
+                out = self._build()
+            return out
         except InvalidRequest:
             raise
         except RecursionError:
@@ -266,6 +266,18 @@ class Exchange:
             log.exception("%s: could not build the request for %s", self.profile.name,
                           self.upstream)
             raise
+
+    def _build(self) -> bytes:
+        if self.client == "responses":
+            return self._responses_client_body()
+        return self._body()
+
+    def _reset(self) -> None:
+        """Forget what building the body noted, before building it again."""
+        self._tool_names = tr.ToolNameMap()
+        self.dropped = ()
+        self.portable_notes = ()
+        self._responses = None
 
     def _body(self) -> bytes:
         req, profile = self.req, self.profile
@@ -357,7 +369,7 @@ class Exchange:
             return payload
         if self.upstream == "responses":
             return self._responses_answer(payload)
-        body = json.loads(payload)
+        body = fastjson.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         convert = (tr.openai_to_anthropic_response if self.client == "anthropic"
@@ -368,7 +380,7 @@ class Exchange:
         # Collected from the stream when the upstream streamed for a client that did not
         # (unless it answered with JSON after all).
         streamed = self.upstream_streams and not payload.lstrip().startswith(b"{")
-        body = from_responses.collect_stream(payload) if streamed else json.loads(payload)
+        body = from_responses.collect_stream(payload) if streamed else fastjson.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         remember_output(self._reasoning, self.profile.name, body.get("output"))
@@ -466,7 +478,7 @@ class Exchange:
         return self._responses
 
     def _responses_client_answer(self, payload: bytes) -> bytes:
-        body = json.loads(payload)
+        body = fastjson.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         return _dumps(self._responses_plan().answer(body, model=self.model))
