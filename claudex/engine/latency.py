@@ -95,17 +95,18 @@ class LatencyWindow:
         if self._version == self._cache_version and now < self._cache_until:
             return self._cache
         since = now - self.window_s
-        times, values = self._times, self._values
-        inside: list[float] = []
-        oldest = math.inf
-        for i in range(self._count):
-            at = times[i]
-            if at > since:
-                inside.append(values[i])
-                oldest = min(oldest, at)
+        count = self._count
+        times = self._times if count == self.capacity else self._times[:count]
+        values = self._values if count == self.capacity else self._values[:count]
+        oldest = min(times, default=math.inf)
+        if oldest > since:  # the usual case: everything kept is recent (C loops only)
+            inside = sorted(values)
+        else:
+            kept = [(t, v) for t, v in zip(times, values, strict=True) if t > since]
+            inside = sorted(v for _, v in kept)
+            oldest = min((t for t, _ in kept), default=math.inf)
         result: tuple[float | None, float | None, int] = (None, None, 0)
         if inside:
-            inside.sort()
             result = (nearest_rank(inside, 50.0), nearest_rank(inside, 95.0), len(inside))
         until = oldest + self.window_s  # when the oldest sample used falls out (inf: none)
         self._cache, self._cache_version, self._cache_until = result, self._version, until
