@@ -12,7 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from claudex.engine.latency import latency_cell
 from claudex.engine.secrets import SCRUBBER
+from claudex.engine.trips import duration_words
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
@@ -40,7 +42,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     table.add_column("health", min_width=18)
     table.add_column("breaker", no_wrap=True)
     table.add_column("fails", justify="right")
-    table.add_column("latency", justify="right", no_wrap=True)
+    table.add_column("probe", justify="right", no_wrap=True)
+    table.add_column("p50/p95", justify="right", no_wrap=True)
     table.add_column("reqs", justify="right")
     table.add_column("errs", justify="right")
     errors: list[Text] = []
@@ -52,7 +55,9 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
         color = health.get("color", "red")
         state = str(breaker.get("state", "?"))
         retry = breaker.get("retry_in_s")
-        state_text = state.replace("_", "-") + (f" {retry:.0f}s" if retry else "")
+        state_text = state.replace("_", "-") + (f" {duration_words(retry)}"
+                                                 if isinstance(retry, int | float) and retry
+                                                 else "")
         latency = health.get("latency_ms")
         name = str(p.get("name", "?"))
         table.add_row(
@@ -63,6 +68,7 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             Text(state_text, style=_STATE_STYLE.get(state, "")),
             str(breaker.get("consecutive_failures", 0)),
             f"{latency:.0f} ms" if isinstance(latency, int | float) else "–",
+            latency_cell(stats.get("latency")),
             str(stats.get("requests", 0)),
             str(stats.get("failures", 0)),
         )

@@ -17,7 +17,7 @@ import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
-from claudex.engine.breaker import CircuitBreaker, Transition
+from claudex.engine.breaker import BreakerState, CircuitBreaker, Transition
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import Credentials
 from claudex.engine.events import Event, EventBus
@@ -25,12 +25,14 @@ from claudex.engine.failover import Forwarder
 from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.journal import Journal
+from claudex.engine.journal_seed import apply_seed, local_midnight, read_seed
 from claudex.engine.request import ForwardResult, ProxyRequest
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
 from claudex.engine.transport import AiohttpTransport, Transport
+from claudex.engine.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.usage import CountedStream, TokenTotals, Usage, usage_in_body
 
 log = logging.getLogger("claudex.engine")
@@ -89,6 +91,8 @@ class Engine:
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
+        # Reading the journal into the panels' counters at start (engine/journal_seed.py).
+        self.seeding: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
 
     # -- wiring --------------------------------------------------------------------------------
@@ -101,7 +105,9 @@ class Engine:
             gate = holds_slot
         breaker = CircuitBreaker(profile.name, profile.breaker, self.clock, self._on_transition,
                                  probe_gate=gate)
-        return ProviderRuntime(profile, breaker, self._credentials(profile))
+        rt = ProviderRuntime(profile, breaker, self._credentials(profile))
+        rt.stats.minutes.since = self.wall()  # requests per minute count from here
+        return rt
 
     def _credentials(self, profile: Profile) -> Credentials:
         return Credentials(profile, env=self.env, http=self.http, wall=self.wall,
@@ -109,13 +115,16 @@ class Engine:
                            single_flight=self.fleet.single_flight if self.fleet else None)
 
     def _on_transition(self, t: Transition) -> None:
+        # `at`: the engine's monotonic clock as the breaker read it, so a checker can verify
+        # recovery times exactly. A trip adds its terms (`until`, `trip_reason`, `since`).
+        data: dict[str, Any] = {"old": t.old.value, "new": t.new.value, "reason": t.reason,
+                                "at": t.at}
+        if t.trip is not None:
+            data.update(trip_data(t.trip.until, t.trip.since, t.trip.reason, t.at,
+                                  self.wall() - (self.clock() - t.at)))
         self.events.publish(Event(
             "breaker", f"{t.provider}: breaker {t.old.value} -> {t.new.value} ({t.reason})",
-            # `at`: the engine's monotonic clock as the breaker read it, so a checker can verify
-            # recovery times exactly.
-            t.provider, {"old": t.old.value, "new": t.new.value, "reason": t.reason,
-                         "at": t.at},
-        ))
+            t.provider, data))
         if self.fleet is not None:
             self.fleet.on_transition(t)
 
@@ -133,7 +142,12 @@ class Engine:
 
     async def start(self, *, health: bool | None = None) -> None:
         if self.journal is not None:
+            self._restore_trips(await asyncio.to_thread(trips_in_journal, self.journal.path,
+                                                        self.wall()))
             self.journal.start()
+            if self.seeding is None:
+                self.seeding = asyncio.create_task(self._seed_from_journal(),
+                                                   name="claudex-seed")
         run_health = self.config.health.enabled if health is None else health
         if run_health and self._health_task is None:
             self._health_task = asyncio.create_task(self.health.run_forever(),
@@ -141,7 +155,18 @@ class Engine:
         if self.fleet is not None:
             self.fleet.start()
 
+    async def _seed_from_journal(self) -> None:
+        """Off the loop: the journal's numbers from before this start, then added here."""
+        assert self.journal is not None
+        now = self.wall()
+        seed = await asyncio.to_thread(read_seed, self.journal.path, now=now,
+                                       until=self.started_at, day_start=local_midnight(now))
+        if seed is not None:
+            apply_seed(seed, self.runtimes, self.tokens)
+
     async def close(self) -> None:
+        if self.seeding is not None and not self.seeding.done():
+            self.seeding.cancel()
         if self.fleet is not None:
             await self.fleet.close()
         if self._health_task is not None:
@@ -188,8 +213,33 @@ class Engine:
                   usage: Usage | None) -> None:
         if usage is not None:
             self.tokens.add(result.provider, req.profile, usage)
+        self._observe(req, result, usage)
         if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
             self._report_request(req, result, ms, usage)
+
+    def _observe(self, req: ProxyRequest, result: ForwardResult, usage: Usage | None) -> None:
+        """The per-minute series of every provider tried, and the latency the served answer
+        took (engine/latency.py: a few array writes, no allocation that grows)."""
+        now = self.wall()
+        runtimes = self.runtimes
+        for attempt in result.attempts:
+            rt = runtimes.get(attempt.provider)
+            if rt is not None:
+                rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
+        served = runtimes.get(result.provider) if result.provider else None
+        if served is None or not result.attempts:
+            return
+        if usage is not None:
+            served.stats.minutes.add(now, tokens=usage.input_tokens + usage.output_tokens)
+        last = result.attempts[-1]
+        if last.provider != result.provider or last.outcome != "ok" or \
+                req.endpoint == "count_tokens":
+            return
+        if req.stream:
+            if last.first_content_ms is not None:
+                served.stats.observe_first_content(now, last.first_content_ms)
+        elif last.latency_ms is not None:
+            served.stats.observe_duration(now, last.latency_ms)
 
     def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
                         usage: Usage | None = None) -> None:
@@ -222,11 +272,35 @@ class Engine:
     async def check_health_now(self) -> None:
         await self.health.check_all()
 
-    def trip(self, name: str) -> bool:
+    def _restore_trips(self, trips: list[SavedTrip]) -> None:
+        """Trips in force when the last engine on this journal stopped hold again (history on).
+        Runs before the journal's writer starts: the restored trips are journaled anew."""
+        now, now_wall = self.clock(), self.wall()
+        for saved in trips:
+            rt = self.runtimes.get(saved.provider)
+            if rt is None or rt.breaker.state is BreakerState.FORCED_OPEN:
+                continue
+            until = None if saved.until is None else now + (saved.until - now_wall)
+            rt.breaker.trip(until=until, reason=saved.reason,
+                            since=now + (saved.since - now_wall))
+            log.info("restored %s's trip from the history journal: %s", saved.provider,
+                     rt.trip_text())
+
+    def trip(self, name: str, seconds: float | None = None, reason: str | None = None) -> bool:
+        """Force `name`'s breaker open until reset, or for `seconds` (then half-open), with the
+        operator's `reason`. Tripping a tripped provider replaces the deadline and reason."""
         rt = self.runtimes.get(name)
         if rt is None:
             return False
-        rt.breaker.trip()
+        reason = clean_reason(SCRUBBER.text(reason) if reason else None)
+        now = self.clock()
+        again = rt.breaker.state is BreakerState.FORCED_OPEN
+        rt.breaker.trip(until=None if seconds is None else now + seconds, reason=reason)
+        if again:  # no transition: say the new terms, so the log and the journal know them
+            self.events.publish(Event(
+                "trip", f"{name}: {rt.trip_text()}", name,
+                trip_data(None if seconds is None else now + seconds, now, reason, now,
+                          self.wall())))
         if self.fleet is not None:
             self.fleet.operator(name, "forced_open")  # everywhere, and kept across restarts
         return True
@@ -272,7 +346,7 @@ class Engine:
         log.info("config reloaded: %d profiles", len(fresh))
 
     def snapshot(self) -> dict[str, Any]:
-        now = self.clock()
+        now, now_wall = self.clock(), self.wall()
         degraded = self.config.health.degraded_latency_ms
         status: dict[str, Any] = {
             "listen": f"{self.config.proxy.host}:{self.config.proxy.port}",
@@ -285,8 +359,9 @@ class Engine:
             "requests_per_s": round(self.totals.meter.rate(now), 2),
             "default_profile": (self.config.default_profile.name
                                 if self.config.default_profile else None),
-            "profiles": [{**_scrubbed_status(rt.status_json(now, degraded)),
-                          "tokens": self.tokens.of_provider(name)}
+            "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
+                                                                      now_wall)), rt,
+                                      now_wall) | {"tokens": self.tokens.of_provider(name)}
                          for name, rt in self.runtimes.items()],
             "tokens_by_profile": {name: u.to_json()
                                   for name, u in self.tokens.by_profile.items()},
@@ -296,6 +371,12 @@ class Engine:
         if self.fleet is not None:
             status["fleet"] = self.fleet.status_json()
         return status
+
+
+def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -> dict[str, Any]:
+    """`stats.latency`, `stats.minutes` and the rates over them (engine/latency.py)."""
+    status["stats"].update(rt.stats.window_json(now_wall))
+    return status
 
 
 def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
