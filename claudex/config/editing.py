@@ -83,6 +83,7 @@ __all__ = [
     "read_profile",
     "references_to",
     "rename_profile",
+    "set_profile_enabled",
     "update_profile",
     "validate_text",
     "with_profile_added",
@@ -225,6 +226,12 @@ def rename_profile(
         expected_mtime_ns=expected_mtime_ns,
         expected_digest=expected_digest,
     )
+
+
+def set_profile_enabled(path: Path | str, name: str, enabled: bool) -> Fingerprint:
+    """Write `enabled = true` / `false` for the profile (the console's one-key toggle): the
+    line is rewritten where it stands, or added after the profile's keys; nothing else moves."""
+    return update_profile(path, name, {"enabled": enabled})
 
 
 def validate_text(text: str, file: str = "<config>") -> Config:

@@ -1,0 +1,229 @@
+"""The provider table's rows as data: one `TableRow` per profile from the engine's status, the
+sort orders, the filter and the cell texts. No Textual here (provider_table.py draws them).
+
+Every number comes from the profile's status (`stats.requests_per_min`, `stats.error_rate`,
+`stats.latency.*`, `stats.minutes.*`, `breaker.until`, ...); a key the engine does not report
+(an older engine, or no traffic yet) reads as "—", never as zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from claudex.console.format import compact_count, safe, state_label
+
+MISSING: Final = "—"
+SORTS: Final = ("state", "errors", "p95", "name")
+SORT_TEXT: Final[dict[str, str]] = {
+    "state": "state", "errors": "error %", "p95": "p95 latency", "name": "name",
+}
+BARS: Final = "▁▂▃▄▅▆▇█"
+COLOUR_RANK: Final[dict[str, int]] = {"red": 0, "yellow": 1, "green": 2}
+STATE_RANK: Final[dict[str, int]] = {
+    "forced_open": 0, "open": 1, "half_open": 2, "closed": 3,
+}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def ms_text(ms: float | None) -> str:
+    """420ms, 1.2s, 12s, 3.5m: five cells at most."""
+    if ms is None:
+        return MISSING
+    if ms < 1000:
+        return f"{ms:.0f}ms"
+    if ms < 10_000:
+        return f"{ms / 1000:.1f}s"
+    if ms < 100_000:
+        return f"{ms / 1000:.0f}s"
+    return f"{ms / 60_000:.1f}m"
+
+
+def rate_text(value: float | None) -> str:
+    """A per-minute count: 0, 12, 1.2k."""
+    if value is None:
+        return MISSING
+    if value < 10 and value != int(value):
+        return f"{value:.1f}"
+    return compact_count(round(value))
+
+
+def percent_text(ratio: float | None) -> str:
+    if ratio is None:
+        return MISSING
+    pct = ratio * 100
+    if pct == 0:
+        return "0%"
+    if pct < 10:
+        return f"{pct:.1f}%"
+    return f"{pct:.0f}%"
+
+
+def left_text(seconds: float | None, forced: bool) -> str:
+    """Time left of an open breaker or a timed trip; ∞ for a trip until reset."""
+    if seconds is None:
+        return "∞" if forced else ""
+    seconds = max(0.0, seconds)
+    if seconds < 100:
+        return f"{seconds:.0f}s"
+    if seconds < 6000:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 360_000:
+        return f"{seconds / 3600:.0f}h"
+    return f"{seconds / 86400:.0f}d"
+
+
+def sparkline(requests: Sequence[int] | None, errors: Sequence[int] | None, width: int
+              ) -> tuple[str, tuple[bool, ...]]:
+    """Requests per minute as bars in `width` cells (the newest at the right; several minutes a
+    cell when narrower than the series), and for each cell whether it holds an error."""
+    if not requests:
+        return MISSING.ljust(width), (False,) * width
+    series = list(requests)
+    errs = list(errors or [])
+    errs = [0] * (len(series) - len(errs)) + errs[-len(series):]
+    per = max(1, -(-len(series) // width))  # minutes a cell, rounded up
+    cells: list[int] = []
+    flags: list[bool] = []
+    # Group from the newest end, so the current minute always has a cell of its own group.
+    for end in range(len(series), 0, -per):
+        start = max(0, end - per)
+        cells.append(sum(series[start:end]))
+        flags.append(sum(errs[start:end]) > 0)
+    cells.reverse()
+    flags.reverse()
+    top = max(cells)
+    text = "".join(" " if n == 0 else BARS[min(len(BARS) - 1, (n * len(BARS) - 1) // top)]
+                   for n in cells) if top else "·" * len(cells)
+    pad = width - len(text)
+    return " " * pad + text, (False,) * pad + tuple(flags)
+
+
+@dataclass(frozen=True)
+class TableRow:
+    name: str
+    colour: str          # green | yellow | red
+    state: str           # closed, open, half-open, tripped, disabled, misconfig
+    state_rank: int
+    left: str
+    requests_per_min: float | None
+    error_rate: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    ttfc_ms: float | None
+    ttfc_p95_ms: float | None
+    tokens_per_min: float | None
+    minutes_requests: tuple[int, ...] | None
+    minutes_errors: tuple[int, ...] | None
+    last_error: str
+    reason: str
+    kind: str
+
+    @property
+    def latency_p95(self) -> float | None:
+        """What the p95 sort reads: total duration, else time to first content (a provider
+        that only streams has no non-streamed duration)."""
+        return self.p95_ms if self.p95_ms is not None else self.ttfc_p95_ms
+
+    def cells(self) -> dict[str, str]:
+        return {
+            "state": self.state, "left": self.left,
+            "rpm": rate_text(self.requests_per_min), "err": percent_text(self.error_rate),
+            "p50": ms_text(self.p50_ms), "p95": ms_text(self.p95_ms),
+            "ttfc": ms_text(self.ttfc_ms), "tpm": rate_text(self.tokens_per_min),
+        }
+
+    def matches(self, needle: str) -> bool:
+        """The `/` filter: name, type, state, colour, reason or last error."""
+        if not needle:
+            return True
+        hay = " ".join((self.name, self.kind, self.state, self.colour, self.reason,
+                        self.last_error)).lower()
+        return all(word in hay for word in needle.lower().split())
+
+
+def _series(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list | tuple) and all(isinstance(v, int | float) for v in value):
+        return tuple(int(v) for v in value)
+    return None
+
+
+def _state(profile: Mapping[str, Any], breaker: Mapping[str, Any]) -> tuple[str, int]:
+    if profile.get("problem"):
+        return "misconfig", -1
+    if profile.get("enabled") is False:
+        return "disabled", 4
+    state = str(breaker.get("state") or "closed")
+    return state_label(state), STATE_RANK.get(state, 3)
+
+
+def _left(breaker: Mapping[str, Any], now_wall: float) -> str:
+    state = breaker.get("state")
+    if state == "forced_open":
+        until = _number(breaker.get("until"))
+        return left_text(None if until is None else until - now_wall, forced=True)
+    if state == "open":
+        return left_text(_number(breaker.get("retry_in_s")), forced=False)
+    return ""
+
+
+def _error_words(stats: Mapping[str, Any], now_wall: float) -> str:
+    error = stats.get("last_error")
+    if not error:
+        return ""
+    at = _number(stats.get("last_error_at"))
+    age = ""
+    if at is not None:
+        age = left_text(now_wall - at, forced=False) + " "
+    return age + safe(str(error), 160)
+
+
+def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
+    breaker = profile.get("breaker") or {}
+    health = profile.get("health") or {}
+    stats = profile.get("stats") or {}
+    latency = stats.get("latency") or {}
+    minutes = stats.get("minutes") or {}
+    state, rank = _state(profile, breaker)
+    provider_type = str(profile.get("provider_type") or "")
+    kind = {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(
+        provider_type, "openai")
+    return TableRow(
+        name=str(profile.get("name") or ""),
+        colour=str(health.get("color") or "green"),
+        state=state, state_rank=rank, left=_left(breaker, now_wall),
+        requests_per_min=_number(stats.get("requests_per_min")),
+        error_rate=_number(stats.get("error_rate")),
+        p50_ms=_number(latency.get("duration_p50_ms")),
+        p95_ms=_number(latency.get("duration_p95_ms")),
+        ttfc_ms=_number(latency.get("first_content_p50_ms")),
+        ttfc_p95_ms=_number(latency.get("first_content_p95_ms")),
+        tokens_per_min=_number(stats.get("tokens_per_min")),
+        minutes_requests=_series(minutes.get("requests")),
+        minutes_errors=_series(minutes.get("errors")),
+        last_error=_error_words(stats, now_wall),
+        reason=safe(str(health.get("reason") or ""), 120),
+        kind=kind,
+    )
+
+
+def _missing_last(value: float | None) -> tuple[int, float]:
+    """Worst (largest) first, unknown values after every known one."""
+    return (1, 0.0) if value is None else (0, -value)
+
+
+def sort_rows(rows: Sequence[TableRow], by: str) -> list[TableRow]:
+    """`state`: red first, then by breaker (tripped, open, half-open, closed); `errors`: the
+    highest error rate first; `p95`: the slowest first; `name`: alphabetical. Ties by name."""
+    if by == "errors":
+        return sorted(rows, key=lambda r: (_missing_last(r.error_rate),
+                                           _missing_last(r.requests_per_min), r.name))
+    if by == "p95":
+        return sorted(rows, key=lambda r: (_missing_last(r.latency_p95), r.name))
+    if by == "name":
+        return sorted(rows, key=lambda r: r.name)
+    return sorted(rows, key=lambda r: (COLOUR_RANK.get(r.colour, 3), r.state_rank, r.name))
