@@ -112,3 +112,83 @@ def test_panel_words() -> None:
     assert token_words({"tokens": {"input_tokens": 1234, "output_tokens": 40}}) == " · 1.2k/40 tok"
     assert token_words({"tokens": {"input_tokens": 0, "output_tokens": 0}}) == ""
     assert token_words({}) == ""
+
+
+# -- a Chat stream's usage, asked for or not -----------------------------------------------------
+
+
+async def _chat_stream(proxy: Any, profile: str, asked: bool) -> list[bytes]:
+    """The raw SSE events a Chat client streaming through `profile` receives."""
+    body = openai_body(stream=True)
+    if asked:
+        body["stream_options"] = {"include_usage": True}
+    async with proxy.client.stream("POST", f"/proxy/{profile}/v1/chat/completions",
+                                   json=body) as resp:
+        assert resp.status_code == 200
+        raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+    return [event for event in raw.split(b"\n\n") if event]
+
+
+@pytest.mark.parametrize("provider", ["gpt", "claude"])
+@pytest.mark.parametrize("asked", [False, True])
+async def test_a_chat_stream_is_counted_whether_or_not_the_client_asked_for_usage(
+        fakes: Any, proxy_factory: Any, provider: str, asked: bool) -> None:
+    """claudex asks an OpenAI-compatible upstream for usage on every stream (and a translator
+    always makes the usage chunk); a client that did not ask sees neither the usage chunk nor
+    the `"usage":null` the upstream then adds to every chunk, yet the tokens are counted."""
+    proxy = await pair(fakes, proxy_factory)
+    events = await _chat_stream(proxy, provider, asked)
+    assert events[-1] == b"data: [DONE]"
+    chunks = [json.loads(e.removeprefix(b"data: ")) for e in events[:-1]]
+    assert any(c["choices"] and c["choices"][0]["delta"].get("content") for c in chunks)
+    usage_chunks = [c for c in chunks if not c["choices"]]
+    if asked:
+        assert len(usage_chunks) == 1 and usage_chunks[0]["usage"]["completion_tokens"] > 0
+    else:
+        assert usage_chunks == []
+        assert all("usage" not in c for c in chunks)
+    if provider == "gpt":
+        [sent] = proxy.fakes["gpt"].requests
+        assert sent.json["stream_options"] == {"include_usage": True}
+    status = (await proxy.client.get("/_claudex/status")).json()
+    counted = tokens(status, provider)
+    assert counted["input_tokens"] > 0 and counted["output_tokens"] > 0
+
+
+async def test_the_openai_sdk_streams_as_without_claudex(fakes: Any, proxy_factory: Any) -> None:
+    import openai
+
+    proxy = await pair(fakes, proxy_factory)
+    client = openai.AsyncOpenAI(base_url=f"{proxy.url}/proxy/gpt/v1", api_key="sk-client",
+                                max_retries=0)
+    try:
+        stream = await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hello"}], stream=True)
+        plain = [chunk async for chunk in stream]
+        stream = await client.chat.completions.create(
+            model="gpt-4o", messages=[{"role": "user", "content": "hello"}], stream=True,
+            stream_options={"include_usage": True})
+        asked = [chunk async for chunk in stream]
+    finally:
+        await client.close()
+    assert plain and all(c.choices and c.usage is None for c in plain)
+    assert asked[-1].choices == [] and asked[-1].usage is not None
+    assert asked[-1].usage.completion_tokens > 0
+    status = (await proxy.client.get("/_claudex/status")).json()
+    assert tokens(status, "gpt")["output_tokens"] == 2 * asked[-1].usage.completion_tokens
+
+
+@pytest.mark.parametrize("size", [1, 5, 17, 64, 10_000])
+def test_hidden_usage_in_any_chunking(size: int) -> None:
+    from claudex.providers.usage_chunks import HiddenUsage
+
+    stream = (b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a \\"usage\\":{"}}],'
+              b'"usage":null}\n\n'
+              b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}'
+              b'\r\n\r\n'
+              b"data: [DONE]\n\n")
+    hider = HiddenUsage()
+    out = b"".join(hider.feed(stream[i:i + size]) for i in range(0, len(stream), size))
+    out += hider.finish()
+    assert out == (b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a \\"usage\\":{"}}]}'
+                   b"\n\ndata: [DONE]\n\n")

@@ -32,6 +32,7 @@ from claudex.providers import translate as tr
 from claudex.providers.sse import TailScanner
 from claudex.providers.thinking import make_portable
 from claudex.providers.translate import from_responses, to_responses
+from claudex.providers.usage_chunks import asked_for_usage
 from claudex.providers.validation import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
@@ -306,6 +307,12 @@ class Exchange:
                 value = req.body.get(key)
                 if isinstance(value, int) and value > cap:
                     changes[key] = cap
+        if self.upstream == "openai" and req.stream and not asked_for_usage(req.body):
+            # Without it the stream carries no token counts; a client that did not ask does
+            # not see them (`claudex.providers.usage_chunks`, applied by the server).
+            options = req.body.get("stream_options")
+            if options is None or isinstance(options, dict):
+                changes["stream_options"] = {**(options or {}), "include_usage": True}
         if not changes and base is None:
             return req.raw  # untouched: forward the client's bytes without re-encoding
         return _dumps({**(req.body if base is None else base), **changes})
@@ -406,16 +413,16 @@ class Exchange:
         if self.upstream == "responses" and self.client == "anthropic":
             return from_responses.ResponsesToAnthropicStream(
                 tool_names=self._tool_names, model=self.model, on_item=listener)
+        # A Chat client always gets the usage chunk from a translator: the engine counts it,
+        # and the server takes it out for a client that did not ask (`usage_chunks`).
         if self.upstream == "responses":
             return from_responses.ResponsesToChatStream(
-                tool_names=self._tool_names, model=self.model,
-                include_usage=tr.include_usage_requested(self.req.body), on_item=listener)
+                tool_names=self._tool_names, model=self.model, include_usage=True,
+                on_item=listener)
         if self.client == "anthropic":
             return tr.OpenAIToAnthropicStream(tool_names=self._tool_names, model=self.model)
         return tr.AnthropicToOpenAIStream(
-            tool_names=self._tool_names, model=self.model,
-            include_usage=tr.include_usage_requested(self.req.body),
-        )
+            tool_names=self._tool_names, model=self.model, include_usage=True)
 
     def sse_error(self, message: str) -> bytes:
         if self.client == "anthropic":

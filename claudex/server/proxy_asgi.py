@@ -22,6 +22,7 @@ from claudex.config.model import MAX_BODY_BYTES, Protocol
 from claudex.engine.engine import Engine
 from claudex.engine.request import Endpoint, ForwardResult, ProxyRequest
 from claudex.providers import anthropic, fastjson, openai, validation
+from claudex.providers.usage_chunks import WithoutUsage, asked_for_usage
 
 log = logging.getLogger("claudex.server")
 
@@ -190,7 +191,10 @@ class ProxyRoutes:
                 protocol, 500, "Internal error in claudex; see its log."))
             return
         if result.stream is not None:
-            await self._stream(result, result.stream, receive, send)
+            stream = result.stream
+            if protocol == "openai" and not asked_for_usage(body):
+                stream = WithoutUsage(stream)  # claudex asked for it, to count the tokens
+            await self._stream(result, stream, receive, send)
         else:
             await self._answer(send, result.status, result.body or b"", result)
 
