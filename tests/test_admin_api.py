@@ -38,7 +38,8 @@ async def test_status_lists_profiles_in_contract_shape(fakes: Any, proxy_factory
 async def test_trip_and_reset(fakes: Any, proxy_factory: Any) -> None:
     proxy = await two(fakes, proxy_factory)
     resp = await proxy.client.post("/_claudex/breakers/grok/trip")
-    assert resp.json() == {"name": "grok", "breaker": "forced_open"}
+    assert resp.json() == {"name": "grok", "breaker": "forced_open", "reason": None,
+                           "until": None, "retry_in_s": None}
     chat = await proxy.chat(profile="grok")
     assert chat.headers["x-claudex-attempts"] == "grok:forced_open,deepseek:200"
     assert proxy.fakes["grok"].request_count == 0

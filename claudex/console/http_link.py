@@ -32,6 +32,7 @@ import httpx
 from claudex.config.model import Config
 from claudex.console.link import HISTORY_PAGE, HistoryKind, HistoryPage, LinkError, LinkState
 from claudex.engine.events import Event
+from claudex.engine.secrets import SCRUBBER
 
 INBOX_MAX: Final = 2000     # events waiting on the console's side (a stalled UI drops the oldest)
 STATUS_TIMEOUT_S: Final = 2.0
@@ -165,9 +166,9 @@ class HttpLink:
 
     # -- actions -------------------------------------------------------------------------------
 
-    async def _post(self, path: str) -> httpx.Response:
+    async def _post(self, path: str, body: dict[str, Any] | None = None) -> httpx.Response:
         try:
-            resp = await self._http().post(path, timeout=ACTION_TIMEOUT_S)
+            resp = await self._http().post(path, timeout=ACTION_TIMEOUT_S, json=body)
         except httpx.HTTPError as exc:
             reason = _transport_reason(exc)
             self._lost(reason)
@@ -176,16 +177,21 @@ class HttpLink:
             raise LinkError(f"The engine at {self.target} refused: {_refusal(resp)}.")
         return resp
 
-    async def trip(self, name: str) -> bool:
-        return await self._breaker(name, "trip")
+    async def trip(self, name: str, seconds: float | None = None,
+                   reason: str | None = None) -> bool:
+        body = None if seconds is None and not reason else {"for": seconds, "reason": reason}
+        return await self._breaker(name, "trip", body)
 
     async def reset(self, name: str) -> bool:
         return await self._breaker(name, "reset")
 
-    async def _breaker(self, name: str, action: str) -> bool:
-        resp = await self._post(f"/_claudex/breakers/{name}/{action}")
+    async def _breaker(self, name: str, action: str,
+                       body: dict[str, Any] | None = None) -> bool:
+        resp = await self._post(f"/_claudex/breakers/{name}/{action}", body)
         if resp.status_code == 404:
             return False
+        if resp.status_code == 400:  # the engine's sentence ("not tripped: ...")
+            raise LinkError(f"The engine at {self.target} said: {_error_text(resp)}.")
         if resp.status_code != 200:
             raise LinkError(f"The engine answered {resp.status_code} to {action} {name}.")
         return True
@@ -338,3 +344,13 @@ def _refusal(resp: httpx.Response) -> str:
     if resp.status_code == 403:
         return "403: refused (Host or Origin check)"
     return f"answered {resp.status_code}"
+
+
+def _error_text(resp: httpx.Response) -> str:
+    """An engine's `{"error": "..."}` sentence, masked (it may quote what was sent)."""
+    try:
+        data = resp.json()
+    except ValueError:
+        data = None
+    text = data.get("error") if isinstance(data, dict) else None
+    return SCRUBBER.text(str(text))[:200] if text else f"{resp.status_code}"

@@ -88,8 +88,10 @@ class EngineLink(Protocol):
         """Requests the proxy is serving right now."""
         ...
 
-    async def trip(self, name: str) -> bool:
-        """Force `name`'s breaker open; False when there is no such profile."""
+    async def trip(self, name: str, seconds: float | None = None,
+                   reason: str | None = None) -> bool:
+        """Force `name`'s breaker open, until reset or for `seconds` (then half-open), with the
+        operator's `reason`; False when there is no such profile."""
         ...
 
     async def reset(self, name: str) -> bool:
@@ -137,8 +139,9 @@ class LocalLink:
     def in_flight(self) -> int:
         return self.engine.totals.in_flight
 
-    async def trip(self, name: str) -> bool:
-        return self.engine.trip(name)
+    async def trip(self, name: str, seconds: float | None = None,
+                   reason: str | None = None) -> bool:
+        return self.engine.trip(name, seconds, reason)
 
     async def reset(self, name: str) -> bool:
         return self.engine.reset(name)

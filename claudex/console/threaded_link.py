@@ -72,8 +72,10 @@ class ThreadedLink:
 
     # -- actions -------------------------------------------------------------------------------
 
-    async def trip(self, name: str) -> bool:
-        return await self._await(self.thread.call(lambda: self.engine.trip(name)))
+    async def trip(self, name: str, seconds: float | None = None,
+                   reason: str | None = None) -> bool:
+        return await self._await(self.thread.call(
+            lambda: self.engine.trip(name, seconds, reason)))
 
     async def reset(self, name: str) -> bool:
         return await self._await(self.thread.call(lambda: self.engine.reset(name)))

@@ -21,11 +21,13 @@ from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
+from claudex.engine.trips import DurationError, trip_terms
 from claudex.server import metrics
 from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
 
 log = logging.getLogger("claudex.server")
+_TRIP_BODY_MAX = 16 * 1024  # a trip's body is a duration and a sentence
 
 ConfigLoader = Callable[[], Config]
 
@@ -97,11 +99,24 @@ def create_app(
         action = request.path_params["action"]
         if action not in ("trip", "reset"):
             return JSONResponse({"error": f"unknown action {action!r}"}, status_code=404)
-        done = engine.trip(name) if action == "trip" else engine.reset(name)
-        if not done:
+        if name not in engine.runtimes:
             return JSONResponse({"error": f"no profile named {name!r}"}, status_code=404)
-        rt = engine.runtimes[name]
-        return JSONResponse({"name": name, "breaker": rt.breaker.state.value})
+        if action == "trip":
+            # An optional JSON body: {"for": "20m" | seconds, "reason": "..."} (engine/trips.py).
+            body = await request.body()
+            try:
+                if len(body) > _TRIP_BODY_MAX:
+                    raise DurationError("the body is too long for a trip")
+                seconds, reason = trip_terms(body)
+            except DurationError as exc:
+                return JSONResponse({"error": f"not tripped: {exc}"}, status_code=400)
+            engine.trip(name, seconds, reason)
+        else:
+            engine.reset(name)
+        breaker = engine.runtimes[name].status_json(engine.clock(), 0.0, engine.wall())["breaker"]
+        return JSONResponse({"name": name, "breaker": breaker["state"],
+                             "reason": breaker["reason"], "until": breaker["until"],
+                             "retry_in_s": breaker["retry_in_s"]})
 
     async def reload(request: Request) -> Response:
         if load_config is None:
