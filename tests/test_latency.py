@@ -4,6 +4,7 @@ traffic into status and /metrics."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -12,8 +13,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from claudex.console.app import ConsoleApp
+from claudex.console.components import ProviderPanel
+from claudex.console.components.provider_panel import feel_words, queue_words
+from claudex.console.link import LocalLink
+from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
-from claudex.engine.latency import MINUTES, BucketCounts, LatencyWindow, MinuteSeries, nearest_rank
+from claudex.engine.latency import (
+    MINUTES,
+    BucketCounts,
+    LatencyWindow,
+    MinuteSeries,
+    latency_cell,
+    latency_words,
+    nearest_rank,
+    short_ms,
+)
 from claudex.engine.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.stats import ProviderStats, attempt_counts
 from claudex.engine.usage import Usage
@@ -200,3 +215,54 @@ async def test_real_traffic_reaches_status_metrics_and_the_table(fakes: Any,
     text = console.export_text()
     assert "p50/p95" in text
     assert "s/" in text.split("grok", 1)[1].splitlines()[0]  # grok's row shows its numbers
+
+
+def test_words_for_panels_and_the_status_table() -> None:
+    assert [short_ms(x) for x in (0.44, 12.4, 812.0, 2140.0, 95_000.0, 250_000.0)] == [
+        "0.4ms", "12ms", "812ms", "2.1s", "95.0s", "250s"]
+    both = {"first_content_p50_ms": 800.0, "first_content_p95_ms": 2100.0,
+            "duration_p50_ms": 1200.0, "duration_p95_ms": 3400.0}
+    assert latency_words(both) == "ttfc p50 800ms · p95 2.1s"
+    whole = {**both, "first_content_p50_ms": None, "first_content_p95_ms": None}
+    assert latency_words(whole) == "took p50 1.2s · p95 3.4s"
+    assert latency_cell(whole) == "took 1.2s/3.4s" and latency_cell(None) == "–"
+    assert latency_words({"duration_p50_ms": None}) == ""
+    probe_ok = {"latency_ms": 120.0, "last_checked": 1.0}
+    assert feel_words(probe_ok, {"latency": both}) == "ttfc p50 800ms · p95 2.1s"
+    assert feel_words(probe_ok, {}) == "probe 120 ms"
+    failing = {"latency_ms": None, "error": "connection refused", "last_checked": 1.0}
+    assert feel_words(failing, {"latency": both}) == "probe failed: connection refused"
+    assert queue_words({"concurrency": {"queued": 3}}) == "queue 3"
+    assert queue_words({"concurrency": {"queued": 0}}) == "" and queue_words({}) == ""
+
+
+async def test_a_panel_at_100x30_shows_what_requests_felt_and_the_queue() -> None:
+    config = build_config("""
+[[profiles]]
+name = "claude"
+provider_type = "DirectAnthropic"
+base_url = "http://127.0.0.1:9"
+api_key_env = "FAKE_KEY"
+""")
+    clock = FakeClock(start=1000.0, wall_start=1_750_000_000.0)
+    engine = Engine(config, clock=clock, wall=clock.wall, sleep=clock.sleep, env=TEST_ENV)
+    rt = engine.runtimes["claude"]
+    for ms in (600.0, 800.0, 900.0, 2100.0):
+        rt.stats.observe_first_content(clock.wall(), ms)
+    rt.gate.max_connections = 1  # one request holds the only slot, three wait in line
+    assert await rt.gate.acquire(1.0)
+    waiting = [asyncio.ensure_future(rt.gate.acquire(600.0)) for _ in range(3)]
+    await asyncio.sleep(0)
+    app = ConsoleApp(LocalLink(engine), wall=clock.wall)
+    try:
+        assert rt.gate.queued == 3
+        async with app.run_test(size=(100, 30)) as pilot:
+            await app.main_screen.refresh_now()
+            await pilot.pause()
+            panel = app.main_screen.query(ProviderPanel).first()
+            assert str(panel.probe_line.visual) == "ttfc p50 800ms · p95 2.1s"
+            assert "queue 3" in str(panel.breaker_line.visual)
+    finally:
+        for task in waiting:
+            task.cancel()
+        await engine.close()

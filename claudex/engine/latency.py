@@ -185,8 +185,10 @@ class MinuteSeries:
 # -- in words (panels, the provider table, `claudex status`) -----------------------------------
 
 def short_ms(ms: float) -> str:
-    """12ms, 0.8s, 2.1s, 95s: a latency in few characters."""
-    if ms < 1000.0:
+    """0.4ms, 12ms, 0.8s, 2.1s, 95s: a latency in few characters."""
+    if ms < 9.95:
+        return f"{ms:.1f}ms"
+    if ms < 999.5:
         return f"{ms:.0f}ms"
     seconds = ms / 1000.0
     return f"{seconds:.1f}s" if seconds < 100.0 else f"{seconds:.0f}s"

@@ -80,8 +80,8 @@ class ProviderPanel(Vertical):
             self.border_subtitle = subtitle
         reason = escape(safe(str(health.get("reason") or colour), 80))
         self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
-        queued = int((profile.get("concurrency") or {}).get("queued") or 0)
-        queue = f" · [b]queue {queued}[/]" if queued else ""
+        queue = queue_words(profile)
+        queue = f" · [b]{queue}[/]" if queue else ""
         self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}")
         self.probe_line.set_text(escape(feel_words(health, stats)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
@@ -101,3 +101,9 @@ def feel_words(health: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
     words = latency_words(stats.get("latency"))
     failing = bool(health.get("error")) and health.get("latency_ms") is None
     return words if words and not failing else probe_words(health)
+
+
+def queue_words(profile: Mapping[str, Any]) -> str:
+    """`queue 3` while requests wait for a slot at the provider (claudex's own limit), else ""."""
+    queued = (profile.get("concurrency") or {}).get("queued")
+    return f"queue {queued}" if isinstance(queued, int) and queued > 0 else ""
