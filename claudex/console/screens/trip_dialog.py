@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -31,7 +30,8 @@ class TripAsk:
 class TripScreen(ConfirmScreen):
     """Dismisses True with `asked` set when the operator trips, False when cancelled. Not
     `y`/`n`: those are letters a reason may hold. Textual runs a base class's handlers after a
-    subclass's unless told not to: `prevent_default` keeps the confirm dialog's out."""
+    subclass's unless told not to: `prevent_default` keeps the confirm dialog's button handler
+    out."""
 
     inherit_bindings: ClassVar[bool] = False
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -60,9 +60,9 @@ class TripScreen(ConfirmScreen):
                 yield Button("Trip (enter)", variant="error", id="yes")
                 yield Button("Cancel (esc)", id="no")
 
-    def on_mount(self, event: events.Mount) -> None:
-        event.prevent_default()
-        self.query_one("#trip-for", Input).focus()
+    def on_mount(self) -> None:
+        # After the confirm dialog's own on_mount (which focuses its Cancel button).
+        self.call_after_refresh(self.query_one("#trip-for", Input).focus)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
