@@ -6,7 +6,8 @@ import aiohttp
 import httpx
 import pytest
 
-from claudex.engine.classify import DISPOSITIONS, Outcome, classify_status, map_transport_error
+from claudex.engine.classify import Outcome, classify_status, map_transport_error
+from claudex.engine.policy import POLICY, BreakerEffect, Retry
 
 
 @pytest.mark.parametrize(
@@ -34,13 +35,13 @@ def test_status_table(status: int, oauth: bool, outcome: Outcome, retry_same: bo
                       failover: bool, breaker_failure: bool) -> None:
     got = classify_status(status, oauth=oauth)
     assert got is outcome
-    d = DISPOSITIONS[got]
-    assert (d.retry_same, d.failover, d.breaker_failure) == (retry_same, failover,
-                                                             breaker_failure)
+    rule = POLICY[got]
+    assert (rule.retry is not Retry.NO, rule.failover,
+            rule.breaker is BreakerEffect.FAILURE) == (retry_same, failover, breaker_failure)
 
 
-def test_every_outcome_has_a_disposition() -> None:
-    assert set(DISPOSITIONS) == set(Outcome)
+def test_every_outcome_has_a_row_in_the_policy() -> None:
+    assert set(Outcome) <= set(POLICY)
 
 
 def _conn_key() -> object:

@@ -25,19 +25,24 @@ The tree of outcomes (DESIGN.md, failure table)::
                            after commit passed to the client as an SSE error;
                            breaker failure either way
 
-`map_transport_error()` turns aiohttp and httpx exceptions into these kinds at one place.
+`map_transport_error()` turns aiohttp and httpx exceptions into these kinds at one place. What
+each kind then does (retry, fail over, breaker and health effects) is one table:
+`engine/policy.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import aiohttp
 import httpx
 
 from claudex.providers.limits import stated_max_tokens
+
+if TYPE_CHECKING:
+    from claudex.engine.policy import Disposition
 
 
 class Outcome(StrEnum):
@@ -52,28 +57,6 @@ class Outcome(StrEnum):
     DISCONNECTED = "disconnected"
     STREAM_ERROR = "stream_error"
     TOKEN_LIMIT = "max_tokens_limit"
-
-
-@dataclass(frozen=True)
-class Disposition:
-    retry_same: bool
-    failover: bool
-    breaker_failure: bool
-
-
-DISPOSITIONS: dict[Outcome, Disposition] = {
-    Outcome.OK: Disposition(retry_same=False, failover=False, breaker_failure=False),
-    Outcome.CLIENT_ERROR: Disposition(retry_same=False, failover=False, breaker_failure=False),
-    Outcome.TOKEN_LIMIT: Disposition(retry_same=True, failover=True, breaker_failure=False),
-    Outcome.RATE_LIMITED: Disposition(retry_same=True, failover=True, breaker_failure=False),
-    Outcome.AUTH_ERROR: Disposition(retry_same=False, failover=True, breaker_failure=True),
-    Outcome.TOKEN_EXPIRED: Disposition(retry_same=True, failover=True, breaker_failure=True),
-    Outcome.SERVER_ERROR: Disposition(retry_same=False, failover=True, breaker_failure=True),
-    Outcome.CONNECT_ERROR: Disposition(retry_same=False, failover=True, breaker_failure=True),
-    Outcome.TIMEOUT: Disposition(retry_same=False, failover=True, breaker_failure=True),
-    Outcome.DISCONNECTED: Disposition(retry_same=False, failover=True, breaker_failure=True),
-    Outcome.STREAM_ERROR: Disposition(retry_same=False, failover=True, breaker_failure=True),
-}
 
 
 class StreamStalled(TimeoutError):
@@ -173,3 +156,12 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
     }[outcome]
     return f"{words} ({status})" if status is not None else words
+
+
+def __getattr__(name: str) -> dict[Outcome, Disposition]:
+    # `DISPOSITIONS` moved into the failure policy (engine/policy.py, `POLICY`); this derived
+    # view stays for callers not yet moved (imported late: policy imports this module).
+    if name == "DISPOSITIONS":
+        from claudex.engine.policy import dispositions
+        return dispositions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

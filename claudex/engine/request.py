@@ -21,6 +21,8 @@ class ProxyRequest:
     profile: str | None = None         # the addressed profile; None = the default profile
     failover: bool = True
     query: str = ""                    # the client's query string (`beta=true`), undecoded
+    route: str = ""                    # the path the client used (`/proxy/grok/v1/messages`)
+    request_id: str = ""               # set by the engine: unique among its requests
 
     @property
     def stream(self) -> bool:

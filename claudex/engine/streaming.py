@@ -11,7 +11,7 @@ from claudex.engine.answers import passed_headers, tag
 from claudex.engine.classify import Outcome, map_transport_error
 from claudex.engine.exchange import Exchange, StreamCodec
 from claudex.engine.ledger import Ledger
-from claudex.engine.request import Attempt, ForwardResult
+from claudex.engine.request import ForwardResult
 from claudex.engine.secrets import SCRUBBER
 from claudex.engine.stalls import StreamDeadlines, within
 from claudex.engine.transport import UpstreamResponse
@@ -25,9 +25,10 @@ _SIGNALS = {"anthropic": anthropic.signal, "openai": openai.signal,
 
 
 async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse,
-                      started: float, deadlines: StreamDeadlines) -> ForwardResult | None:
-    """Hold the stream until its first content event; None (after recording why) to fail over.
-    The first bytes and the first content must arrive by `deadlines` (engine/stalls.py)."""
+                      deadlines: StreamDeadlines) -> ForwardResult | tuple[Outcome, str]:
+    """Hold the stream until its first content event; or, the stream closed, the outcome and
+    words of why it failed before (the failure policy decides what follows). The first bytes
+    and the first content must arrive by `deadlines` (engine/stalls.py)."""
     name = ledger.rt.name
     codec = exchange.stream_codec()
     watcher = CommitWatcher(_SIGNALS[exchange.client])
@@ -35,9 +36,9 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     chunks = resp.chunks().__aiter__()
     any_yet = False
 
-    def failed(outcome: str, message: str) -> None:
+    def failed(outcome: Outcome, message: str) -> tuple[Outcome, str]:
         resp.close()
-        ledger.fail(Attempt(name, outcome, 200, message, ledger.ms_since(started)))
+        return outcome, message
 
     try:
         while True:
@@ -49,8 +50,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
                 if tail and watcher.feed(tail) is StreamSignal.CONTENT:
                     held.append(tail)  # a complete, empty answer: commit to it
                     break
-                failed(Outcome.STREAM_ERROR.value, "stream ended before any content")
-                return None
+                return failed(Outcome.STREAM_ERROR, "stream ended before any content")
             out = codec.feed(chunk)
             if not out:
                 continue
@@ -59,33 +59,32 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
             if signal is StreamSignal.CONTENT:
                 break
             if signal is StreamSignal.ERROR or codec.error:
-                failed(Outcome.STREAM_ERROR.value,
-                       watcher.error_message or codec.error or "error event")
-                return None
+                return failed(Outcome.STREAM_ERROR,
+                              watcher.error_message or codec.error or "error event")
     except Exception as exc:
         outcome, words = map_transport_error(exc)
         if outcome is Outcome.DISCONNECTED:
             outcome = Outcome.STREAM_ERROR
-        failed(outcome.value, f"{words} before any content")
-        return None
+        return failed(outcome, f"{words} before any content")
     except BaseException:  # cancelled: the client is gone
         resp.close()
         ledger.release()
         raise
     # Committed: from here on nothing is retried, so the request is never billed twice.
-    ledger.trail.attempts.append(Attempt(name, "ok", 200, "", ledger.ms_since(started)))
+    ledger.committed()  # its time to first content, measured here
     headers = passed_headers(resp.raw_headers, translating=exchange.translating)
     headers["content-type"] = "text/event-stream; charset=utf-8" if exchange.translating \
         else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"
     ledger.hand_to_stream()
-    stream = _UntilClosed(_relay(ledger, exchange, codec, resp, chunks, held, started),
+    stream = _UntilClosed(_relay(ledger, exchange, codec, resp, chunks, held),
                           lambda: _let_go(ledger, resp))
     return tag(ForwardResult(200, headers, name, ledger.trail.attempts, stream=stream))
 
 
 def _let_go(ledger: Ledger, resp: UpstreamResponse) -> None:
     resp.close()
+    ledger.stream_ended()
     ledger.release(by_stream=True)  # a no-op when settled
 
 
@@ -114,8 +113,8 @@ class _UntilClosed:
 
 
 async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
-                 resp: UpstreamResponse, chunks: AsyncIterator[bytes], held: list[bytes],
-                 started: float) -> AsyncGenerator[bytes, None]:
+                 resp: UpstreamResponse, chunks: AsyncIterator[bytes],
+                 held: list[bytes]) -> AsyncGenerator[bytes, None]:
     name = ledger.rt.name
     try:
         yield b"".join(held)
@@ -150,8 +149,9 @@ async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
         tail = codec.finish()
         if tail:
             yield tail
-        ledger.succeed(200, started, record_attempt=False)
+        ledger.succeed(200, record_attempt=False)
     finally:
         resp.close()
+        ledger.stream_ended()
         # A no-op when settled; the client disconnecting is not the provider's fault.
         ledger.release(by_stream=True)
