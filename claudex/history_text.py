@@ -24,9 +24,13 @@ from claudex.engine.secrets import SCRUBBER, mask_secret
 NONE: Final = "—"
 CREDENTIAL_HEADERS: Final = frozenset({"authorization", "x-api-key", "cookie", "set-cookie",
                                        "proxy-authorization", "x-goog-api-key", "api-key"})
-# The attempt table: (heading, key of `attempt_cells`' result).
-ATTEMPT_COLUMNS: Final = ("#", "provider", "outcome", "status", "headers", "first content",
-                          "duration", "model sent", "max_tokens", "breaker met")
+# The attempt table's headings, in `attempt_cells` order (short, so it fits 100 columns), and
+# what the short ones mean.
+ATTEMPT_COLUMNS: Final = ("#", "provider", "outcome", "status", "headers", "content", "total",
+                          "model sent", "cap", "breaker")
+ATTEMPT_LEGEND: Final = ("headers: time to the response headers · content: time to the first "
+                         "content · total: the attempt's duration · cap: the max_tokens cap "
+                         "applied · breaker: the state it met")
 
 When = Callable[[float], str]
 
@@ -167,6 +171,7 @@ def detail_lines(r: Mapping[str, Any], when: When = _when) -> list[str]:
     if attempts:
         lines += _aligned([ATTEMPT_COLUMNS, *(attempt_cells(i, a)
                                                for i, a in enumerate(attempts, 1))])
+        lines.append(f"  ({ATTEMPT_LEGEND})")
         for i, a in enumerate(attempts, 1):
             for label, text in attempt_reasons(a):
                 lines.append(f"  #{i} {label}: {text}")

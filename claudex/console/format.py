@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from claudex.engine.events import Event
+from claudex.engine.trips import duration_words
+from claudex.history_text import record_from_event
 from claudex.logs import REDACTOR
 
 TimeText = Callable[[float], str]
@@ -67,12 +69,23 @@ def breaker_words(breaker: Mapping[str, Any]) -> str:
             return f"open · half-open in {duration(retry_in + 0.999)}"
         return "open · half-open now"
     if state == "forced_open":
-        return "tripped by operator · r resets"
+        return tripped_words(breaker)
     if state == "half_open":
         return "half-open · trial pending"
     if failures:
         return f"closed · {failures} consecutive failure{'s' if failures != 1 else ''}"
     return "closed"
+
+
+def tripped_words(breaker: Mapping[str, Any], reason_limit: int = 60) -> str:
+    """A trip as panels and the chain say it: `tripped: maintenance · 12m left`, `tripped by
+    operator · r resets` (the reason is the operator's words, masked all the same)."""
+    reason = safe(str(breaker.get("reason") or ""), reason_limit)
+    left = breaker.get("retry_in_s")
+    head = f"tripped: {reason}" if reason else "tripped by operator"
+    if isinstance(left, int | float) and not isinstance(left, bool):
+        return f"{head} · {duration_words(left)} left"
+    return f"{head} · {'until reset (r)' if reason else 'r resets'}"
 
 
 def state_label(state: str) -> str:
@@ -150,7 +163,7 @@ def colour_counts(profiles: Sequence[Mapping[str, Any]]) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class RequestRow:
-    """One line of the request log, built from a `request` event."""
+    """One line of the request log, built from a `request` event or a journal row."""
 
     time: str
     request: str
@@ -161,6 +174,12 @@ class RequestRow:
     failed_over: bool
     dropped: str = ""  # what translation left out: "thinking, cache_control"
     notes: str = ""    # what claudex changed to keep the conversation valid there
+    at: float = 0.0    # wall time it was served (the journal is asked for rows before it)
+    key: int | str | None = None  # the event id (or request id): one row per request
+    from_history: bool = False    # read from the journal, not seen live
+    # The whole record, shaped like a journal row, for the detail screen.
+    record: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False,
+                                      repr=False)
 
     @property
     def status_text(self) -> str:
@@ -182,30 +201,41 @@ class RequestRow:
 
     def text(self) -> str:
         """Everything the filter matches against."""
+        extra = " ".join(str(self.record.get(k) or "") for k in ("request_id", "outcome"))
         return " ".join((self.time, self.request, self.provider, self.trail_text,
-                         self.status_text))
+                         self.status_text, extra))
 
     def matches(self, needle: str) -> bool:
         return not needle or needle.lower() in self.text().lower()
 
 
 def request_row(event: Event, time_text: TimeText) -> RequestRow:
-    data = event.data
-    protocol = str(data.get("protocol") or "?")
-    model = str(data.get("model") or "-")
-    stream = " stream" if data.get("stream") else ""
-    attempts = data.get("attempts") or []
-    status = data.get("status")
+    return record_row(record_from_event(event), time_text)
+
+
+def record_row(record: Mapping[str, Any], time_text: TimeText, *,
+               from_history: bool = False) -> RequestRow:
+    """A request log row from a journal-shaped record (`history_text.record_from_event`)."""
+    protocol = str(record.get("protocol") or "?")
+    model = str(record.get("model") or "-")
+    stream = " stream" if record.get("stream") else ""
+    attempts = record.get("attempts") or []
+    status = record.get("status")
+    at = record.get("time")
+    epoch = float(at) if isinstance(at, int | float) else 0.0
+    key = record.get("event_id") or record.get("request_id") or None
     return RequestRow(
-        time=time_text(event.time),
+        time=time_text(epoch),
         request=f"{protocol} {model}{stream}",
-        provider=str(data.get("provider") or "none"),
-        trail=safe(str(data.get("trail") or ""), 160).replace(" -> ", " → "),
+        provider=str(record.get("provider") or "none"),
+        trail=safe(str(record.get("trail") or ""), 160).replace(" -> ", " → "),
         status=status if isinstance(status, int) else None,
-        latency_ms=float(data.get("latency_ms") or 0.0),
+        latency_ms=float(record.get("latency_ms") or 0.0),
         failed_over=len(attempts) > 1,
-        dropped=safe(", ".join(str(d) for d in data.get("dropped") or ()), 160),
-        notes=safe("; ".join(str(n) for n in data.get("notes") or ()), 160),
+        dropped=safe(", ".join(str(d) for d in record.get("dropped") or ()), 160),
+        notes=safe("; ".join(str(n) for n in record.get("notes") or ()), 160),
+        at=epoch, key=key if isinstance(key, int | str) else None,
+        from_history=from_history, record=record,
     )
 
 
