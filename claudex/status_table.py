@@ -42,10 +42,10 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     table.add_column("health", min_width=18)
     table.add_column("breaker", no_wrap=True)
     table.add_column("fails", justify="right")
-    table.add_column("probe", justify="right", no_wrap=True)
-    table.add_column("p50/p95", justify="right", no_wrap=True)
-    table.add_column("reqs", justify="right")
-    table.add_column("errs", justify="right")
+    # What requests felt (p50/p95 of time to first content, or of whole answers), else the
+    # probe's latency; it may wrap after its label.
+    table.add_column("latency p50/p95", justify="right")
+    table.add_column("req/err", justify="right")
     errors: list[Text] = []
     limits: list[Text] = []
     for p in data.get("profiles", []):
@@ -67,10 +67,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                  style=_COLOR_STYLE.get(color, "")),
             Text(state_text, style=_STATE_STYLE.get(state, "")),
             str(breaker.get("consecutive_failures", 0)),
-            f"{latency:.0f} ms" if isinstance(latency, int | float) else "–",
-            latency_cell(stats.get("latency")),
-            str(stats.get("requests", 0)),
-            str(stats.get("failures", 0)),
+            _latency_text(stats, latency),
+            f"{stats.get('requests', 0)}/{stats.get('failures', 0)}",
         )
         for model, cap in (p.get("learned_max_tokens") or {}).items():
             limits.append(Text.assemble((f"{name}: ", "bold"),
@@ -94,6 +92,13 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                        style="bold yellow"))
     if isinstance(data.get("fleet"), dict):
         _render_fleet(data["fleet"], out)
+
+
+def _latency_text(stats: dict[str, Any], probe_ms: Any) -> str:
+    felt = latency_cell(stats.get("latency"))
+    if felt != "–":
+        return felt
+    return f"probe {probe_ms:.0f} ms" if isinstance(probe_ms, int | float) else "–"
 
 
 def _render_fleet(fleet: dict[str, Any], out: Console) -> None:
