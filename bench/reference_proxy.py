@@ -48,7 +48,8 @@ class ReferenceForwarder:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 self.session = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=256),
+                    # No pool limit: the scale section runs thousands of streams at once.
+                    connector=aiohttp.TCPConnector(limit=0),
                     skip_auto_headers=("User-Agent",),
                     timeout=aiohttp.ClientTimeout(total=None),
                 )

@@ -56,7 +56,20 @@ BUDGETS: tuple[Budget, ...] = (
            lambda r: _get(r, "memory", "growth_mb")),
     Budget("console open: added p50 <= 2 x headless", 2.0, True, "x",
            lambda r: _get(r, "console", "console_over_headless_p50")),
+    Budget("1 MB Claude-Code-sized body: added p50 <= 1 ms (paired)", 1.0, True, "ms",
+           lambda r: _get(r, "latency", "bodies", "1MB", "added_ms", "claudex", "paired_p50")),
+    Budget("concurrent streams: errors up to 2,000 streams = 0", 0.0, True, "errors",
+           lambda r: _stream_errors(r)),
+    Budget("2,000 streams: first-content p99 <= 2 x the forwarder's", 2.0, True, "x",
+           lambda r: _get(r, "streams", "claudex_over_reference", "2000", "first_content_p99")),
 )
+
+
+def _stream_errors(r: dict[str, Any]) -> float | None:
+    runs = r.get("streams", {}).get("runs", {}).get("claudex")
+    if not runs:
+        return None
+    return float(sum(row.get("errors", 0) for row in runs.values()))
 
 
 def evaluate(results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -147,6 +160,20 @@ def render(results: dict[str, Any]) -> str:
                               for q in ("p50", "p95", "p99", "paired_p50"))]
                            for n, s in lat["ms"].items()]))
 
+    if lat and lat.get("bodies"):
+        out.append("\nClaude-Code-shaped bodies (a long system prompt, 24 tool schemas, the "
+                   "conversation; bench/bodies.py), the same client, fewer rounds for bigger "
+                   "bodies:\n\n")
+        body_rows: list[list[Any]] = []
+        for label, row in lat["bodies"].items():
+            for name in ("direct", "reference", "claudex"):
+                added = row["added_ms"].get(name, {})
+                body_rows.append([f"{label} ({row['bytes']:,} B)", name, row["ms"][name]["p50"],
+                             row["ms"][name]["p99"], added.get("p50"), added.get("p99"),
+                             added.get("paired_p50")])
+        out.append(_table(["body", "target", "p50", "p99", "added p50", "added p99",
+                           "added p50 (paired)"], body_rows))
+
     thr = results.get("throughput")
     if thr and "wrk" in thr:
         conns = list(thr["ratios"])
@@ -162,6 +189,19 @@ def render(results: dict[str, Any]) -> str:
         out.append("\nwrk latency at 64 connections, p50 / p99 ms: " + ", ".join(
             f"{n} {_fmt(row['64']['p50_ms'])} / {_fmt(row['64']['p99_ms'])}"
             for n, row in thr["wrk"].items() if "64" in row) + ".\n")
+        if thr.get("bodies"):
+            first = next(iter(thr["bodies"].values()))
+            conns = list(first["connections"])
+            out.append(f"\nWith Claude-Code-shaped bodies (req/s, {', '.join(conns)} "
+                       "connections):\n\n")
+            rows = [[f"{label} ({row['bytes']:,} B)",
+                     *(row["connections"][c][n]["rps"] for c in conns
+                       for n in ("direct", "reference", "claudex")),
+                     *(row["connections"][c]["claudex_over_reference"] for c in conns)]
+                    for label, row in thr["bodies"].items()]
+            out.append(_table(["body", *(f"{n} @{c}" for c in conns
+                                         for n in ("direct", "reference", "claudex")),
+                               *(f"claudex / reference @{c}" for c in conns)], rows, digits=2))
     elif thr:
         out.append(f"\n## Throughput\n\n{_unavailable(thr)}")
 
@@ -244,6 +284,8 @@ def render(results: dict[str, Any]) -> str:
         ]
         out.append(_table(["", ""], rows))
 
+    out.append(_streams(results.get("streams")))
+
     con = results.get("console")
     out.append("\n## Console open (proxy hosted by the console, in-process)\n\n")
     if con and con.get("available"):
@@ -262,6 +304,36 @@ def render(results: dict[str, Any]) -> str:
 
     if NOTES.exists():
         out.append("\n---\n\n" + NOTES.read_text())
+    return "".join(out)
+
+
+def _streams(section: dict[str, Any] | None) -> str:
+    if not section or "runs" not in section:
+        return ""
+    out = [f"\n## Concurrent streams ({section['seconds']:g} s each at {section['rate']} "
+           f"events/s, started over {section['ramp_s']:g} s; bench/streams_scale.py)\n\n"
+           "Each proxy alone on its core, one after the other at each count. *CPU per 1,000 "
+           "ev/s*: the share of one core the proxy used for each 1,000 events a second it "
+           "relayed (new streams included).\n\n"]
+    rows = []
+    for target, runs in section["runs"].items():
+        for count, row in runs.items():
+            if "skipped" in row:
+                rows.append([target, int(count), row["skipped"], *([None] * 7)])
+                continue
+            rows.append([target, int(count), row["errors"], row["event_p50_ms"],
+                         row["event_p99_ms"], row["first_content_p50_ms"],
+                         row["first_content_p99_ms"], row["cpu_us_per_event"],
+                         row["core_pct_per_1000_eps"], row["rss_peak_mb"]])
+    rows.sort(key=lambda r: (r[1], r[0]))
+    out.append(_table(["proxy", "streams", "errors", "event p50 ms", "event p99 ms",
+                       "first content p50 ms", "first content p99 ms", "CPU µs / event",
+                       "% core per 1,000 ev/s", "peak RSS MB"], rows, digits=2))
+    ratios = section.get("claudex_over_reference") or {}
+    if ratios:
+        out.append("\nclaudex / forwarder, first-content p99 and CPU per event: " + ", ".join(
+            f"{c} streams {_fmt(v['first_content_p99'], 2)} x / {_fmt(v['cpu_per_event'], 2)} x"
+            for c, v in ratios.items()) + ".\n")
     return "".join(out)
 
 

@@ -5,7 +5,8 @@ bench/results.json.
     python -m bench.run [--quick] [--reps N] [--out DIR] [--only SECTION,...]
 
 Latency, throughput, streaming, failover and translation are repeated N times (3, or 1 with
---quick) and reported as medians; memory, scale and the console row run once.
+--quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
+50 to 2,000 streams of 10 s; --quick: 50 and 200 of 4 s) and the console row run once.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import procs, report, sections, wrk
+from bench import procs, report, sections, streams_scale, wrk
 from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "console")
+ONCE = ("memory", "scale", "streams", "console")
 
 
 def _cpu_model() -> str:
@@ -115,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (1 if args.quick else 3)
     wanted = set(args.only.split(",")) if args.only else set(REPEATED + ONCE)
     procs.pin_self()
+    streams_scale.raise_fd_limit()  # before any server starts: they inherit it
 
     errors: dict[str, str] = {}
     wrk_bin: str | None
@@ -168,7 +170,11 @@ def main(argv: list[str] | None = None) -> int:
         if wrk_bin is None:
             results["throughput"] = {"reason": errors["throughput"]}
 
+        counts = streams_scale.QUICK_COUNTS if args.quick else streams_scale.COUNTS
+        seconds = 4.0 if args.quick else 10.0
         for name, job in (("scale", lambda: sections.scale(world, settings)),
+                          ("streams", lambda: streams_scale.scale_streams(world, counts,
+                                                                          seconds)),
                           ("console", lambda: sections.console(world, settings))):
             if name not in wanted:
                 continue

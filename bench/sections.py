@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from bench import procs, wrk
+from bench import procs, sections_bodies, wrk
 from bench.console import ConsoleProcess
 from bench.measure import (
     BenchError,
@@ -104,7 +104,9 @@ def latency(world: World, settings: Settings) -> dict[str, Any]:
     added = _added(stats)
     for name in added:
         added[name]["paired_p50"] = paired_extra_ms(samples, name, "direct")
-    return {"ms": stats, "added_ms": added}
+    # Claude Code's own sizes beside the small body: 20 KB, 100 KB, 1 MB (bench/bodies.py).
+    return {"ms": stats, "added_ms": added,
+            "bodies": sections_bodies.latency(world, settings.latency_n)}
 
 
 # ------------------------------------------------------------------ throughput
@@ -132,7 +134,8 @@ def throughput(world: World, settings: Settings, wrk_bin: str) -> dict[str, Any]
         }
         for c in settings.connections
     }
-    return {"wrk": rows, "ratios": ratios, "seconds_per_run": settings.throughput_s}
+    return {"wrk": rows, "ratios": ratios, "seconds_per_run": settings.throughput_s,
+            "bodies": sections_bodies.throughput(world, wrk_bin, settings.throughput_s)}
 
 
 # ------------------------------------------------------------------ streaming

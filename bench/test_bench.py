@@ -129,3 +129,71 @@ def test_profile_summary_counts_own_and_total_time(tmp_path: Path) -> None:
     text = summarize(raw)
     assert "75.0%  f (b.py:2)" in text
     assert "100.0%  f (b.py)" in text
+
+
+def test_claude_code_bodies_have_the_size_and_shape_asked_for() -> None:
+    import json
+
+    from bench.bodies import SIZES, claude_code_body, claude_code_object
+
+    for size in SIZES.values():
+        raw = claude_code_body(size)
+        assert size <= len(raw) < size * 1.25 + 25_000
+        assert raw == claude_code_body(size)  # deterministic
+    body = claude_code_object(100_000, stream=True, text="events:3")
+    assert body["stream"] is True and len(body["tools"]) == 24
+    messages = body["messages"]
+    assert messages[0]["content"][0]["text"] == "events:3"
+    assert [m["role"] for m in messages] == ["user", "assistant"] * (len(messages) // 2) + ["user"]
+    calls = [b["id"] for m in messages for b in m["content"] if b["type"] == "tool_use"]
+    results = [b["tool_use_id"] for m in messages for b in m["content"]
+               if b["type"] == "tool_result"]
+    assert calls == results and len(set(calls)) == len(calls) > 10
+    assert json.loads(json.dumps(body)) == body
+
+
+def test_render_shows_bodies_and_concurrent_streams() -> None:
+    results = _results(0.4, 0.6)
+    stats = {"p50": 1.0, "p95": 1.0, "p99": 2.0, "n": 5}
+    results["latency"]["bodies"] = {  # type: ignore[index]
+        "1MB": {"bytes": 1_000_123, "ms": {"direct": stats, "reference": stats, "claudex": stats},
+                "added_ms": {"claudex": {"p50": 0.9, "p99": 1.0, "paired_p50": 0.8}}}}
+    row = {"streams": 2000, "errors": 0, "event_p50_ms": 0.5, "event_p99_ms": 3.0,
+           "first_content_p50_ms": 4.0, "first_content_p99_ms": 30.0, "cpu_us_per_event": 36.0,
+           "core_pct_per_1000_eps": 3.6, "rss_peak_mb": 90.0}
+    results["streams"] = {"seconds": 10, "rate": 20, "ramp_s": 2,
+                          "runs": {"reference": {"2000": row}, "claudex": {"2000": row}},
+                          "claudex_over_reference": {"2000": {"first_content_p99": 1.0,
+                                                              "cpu_per_event": 1.0}}}
+    results["budget"] = report.evaluate(results)
+    verdicts = {r["line"]: r["verdict"] for r in results["budget"]}
+    assert verdicts["1 MB Claude-Code-sized body: added p50 <= 1 ms (paired)"] == "met"
+    assert verdicts["concurrent streams: errors up to 2,000 streams = 0"] == "met"
+    text = report.render(results)
+    assert "| 1MB (1,000,123 B) | claudex | 1.000 | 2.000 | 0.900 | 1.000 | 0.800 |" in text
+    assert "| claudex | 2,000 | 0 | 0.50 | 3.00 | 4.00 | 30.00 | 36.00 | 3.60 | 90.00 |" in text
+
+
+def test_the_streams_client_counts_every_delta_and_error(tmp_path: Path) -> None:
+    """bench/streams_scale.py's client against the bench upstream itself: 8 paced streams."""
+    import asyncio
+
+    from bench import procs
+    from bench.streams_scale import measure
+    from bench.world import http_ok, messages_body
+    from claudex.demo.world import free_port
+
+    port = free_port()
+    fleet = procs.Fleet(tmp_path)
+    try:
+        proc = fleet.start("upstream", procs.python("-m", "bench.upstream", str(port)),
+                           under_test=False, port=port,
+                           ready=lambda: http_ok(port, "POST", "/v1/messages", messages_body()))
+        row = asyncio.run(measure(port, proc.pid, 8, 0.5))
+        assert row["errors"] == 0 and row["events"] == 8 * 10
+        assert 0 < row["event_p50_ms"] <= row["event_p99_ms"]
+        assert 0 < row["first_content_p50_ms"] <= row["first_content_p99_ms"]
+        refused = asyncio.run(measure(procs.refusing_port()[1], proc.pid, 3, 0.5))
+        assert refused["errors"] == 3 and refused["events"] == 0
+    finally:
+        fleet.stop_all()

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,12 +82,16 @@ def run(wrk: str, port: int, path: str, body: bytes, *, connections: int,
         seconds: int) -> WrkResult:
     """One wrk run from the helper cores: one thread, `connections` keep-alive connections."""
     _, helpers = cpu_sets()
-    env = {**os.environ, "BENCH_BODY": body.decode()}
-    argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(LUA),
-            f"http://127.0.0.1:{port}{path}"]
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False,
-                          preexec_fn=lambda: os.sched_setaffinity(0, helpers),
-                          timeout=seconds + 60)
+    with tempfile.NamedTemporaryFile(prefix="claudex-bench-body-", suffix=".json") as file:
+        # A file, not the environment: one variable holds at most 128 KB.
+        file.write(body)
+        file.flush()
+        env = {**os.environ, "BENCH_BODY_FILE": file.name}
+        argv = [wrk, "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(LUA),
+                f"http://127.0.0.1:{port}{path}"]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False,
+                              preexec_fn=lambda: os.sched_setaffinity(0, helpers),
+                              timeout=seconds + 60)
     if done.returncode != 0:
         raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
     return parse(done.stdout)
