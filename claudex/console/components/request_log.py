@@ -15,65 +15,36 @@ off: <why>". A filter narrows the tail at once and then asks the journal for old
 same way. While older rows are shown, rows leaving the tail join them, so the log stays
 contiguous.
 
-Why not a `DataTable`: every `add_row` invalidated the table's line cache, so each refresh under
-load re-rendered every visible cell through Rich, and a trimmed table had to be rebuilt. Here each
-row is rendered once, into a `Strip`, when it first scrolls into view; a refresh that adds rows
-only repaints this widget, and once the log is full its virtual size stays put, so adding rows
-costs no layout either.
+Drawing (request_lines.py) renders each row once, into a cached `Strip`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import ClassVar, Final
 
-from rich.cells import cell_len, set_cell_size
-from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
-from textual.cache import LRUCache
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 
+from claudex.console.components.request_lines import COLUMNS as COLUMNS
+from claudex.console.components.request_lines import LINE_WIDTH, RequestLines
+from claudex.console.components.request_lines import fit as fit
 from claudex.console.format import RequestRow, TimeText, local_time_text, record_row, safe
 from claudex.console.link import HISTORY_PAGE, HistoryPage
 
 MAX_ROWS: Final = 500
 MAX_OLDER: Final = 5000    # journal rows kept above the tail
 SEARCH_DELAY_S: Final = 0.25  # typing pauses this long before the journal is searched
-CELL_PADDING: Final = 1
-
-COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("time", "time", 8),
-    ("request", "request", 34),
-    ("provider", "served by", 14),
-    ("trail", "attempts", 44),
-    ("status", "status", 6),
-    ("latency", "latency", 9),
-)
-LINE_WIDTH: Final = sum(width + 2 * CELL_PADDING for _, _, width in COLUMNS)
 
 # (until, text) -> a page of journal rows before `until` matching `text`, oldest first.
 HistorySource = Callable[[float | None, str | None], Awaitable[HistoryPage]]
 
 
-def fit(text: str, width: int) -> str:
-    """`text` in exactly `width` cells: padded, or cut with an ellipsis."""
-    if cell_len(text) > width:
-        return set_cell_size(text, width - 1) + "…"
-    return set_cell_size(text, width)
-
-
-class RequestLog(ScrollView, can_focus=False):
-    COMPONENT_CLASSES: ClassVar[set[str]] = {
-        "request-log--header", "request-log--even-row", "request-log--odd-row",
-        "request-log--cursor", "request-log--history", "request-log--note",
-    }
+class RequestLog(RequestLines, can_focus=False):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("up,k", "cursor(-1)", "up", show=False),
         Binding("down,j", "cursor(1)", "down", show=False),
@@ -83,34 +54,6 @@ class RequestLog(ScrollView, can_focus=False):
         Binding("end", "cursor_to(-1)", "newest", show=False),
         Binding("enter", "open", "detail", id="claudex.request_detail"),
     ]
-    DEFAULT_CSS = """
-    RequestLog {
-        background: $surface;
-        color: $foreground;
-        & > .request-log--header {
-            text-style: bold;
-            background: $panel;
-            color: $foreground;
-        }
-        & > .request-log--even-row {
-            background: $surface-lighten-1 50%;
-        }
-        &:dark > .request-log--even-row {
-            background: $surface-darken-1 40%;
-        }
-        & > .request-log--cursor {
-            background: $accent 45%;
-            text-style: bold;
-        }
-        & > .request-log--history {
-            color: $text-muted;
-        }
-        & > .request-log--note {
-            color: $text-muted;
-            text-style: italic;
-        }
-    }
-    """
 
     class Opened(Message):
         """Enter (or a double click) on a row: show its detail."""
@@ -130,21 +73,17 @@ class RequestLog(ScrollView, can_focus=False):
         # shown since the last rebuild (it keys the strip cache and picks the zebra stripe, so
         # stripes stay put while rows come and go; rows put above count down); `seq` numbers
         # every row ever kept, in order.
-        self._shown: deque[tuple[int, int, RequestRow]] = deque()
+        self._shown.clear()
         self._next_seq = 0      # the number of rows ever added to the tail
         self._first_seq = 0     # the seq of the oldest kept row once older ones came
         self._next_place = 0    # numbers every row ever shown (since the last rebuild)
         self._first_place = 0
         self._keys: set[int | str] = set()  # of every kept row: nothing is shown twice
         self.filter_text = ""
-        self.palette: Mapping[str, str] = {}
         self.source: HistorySource | None = None
         self.cursor: int | None = None  # index into the shown rows
         self.top_note: str | None = None  # the line above the oldest row
         self.history_done = False  # the journal has nothing older (for this filter)
-        self._strips: LRUCache[int, Strip] = LRUCache(1024)  # place -> line
-        self._header: Strip | None = None
-        self._styles: dict[str, Style] = {}
         self._following = False  # a scroll to the end is on its way
 
     # -- feeding -------------------------------------------------------------------------------
@@ -153,10 +92,6 @@ class RequestLog(ScrollView, can_focus=False):
     def row_count(self) -> int:
         """Rows the log shows (those the filter lets through)."""
         return len(self._shown)
-
-    @property
-    def _top(self) -> int:
-        return 1 if self.top_note else 0
 
     def add_rows_from(self, rows: Iterable[RequestRow]) -> None:
         on_last = self.cursor is not None and self.cursor == len(self._shown) - 1
@@ -424,79 +359,3 @@ class RequestLog(ScrollView, can_focus=False):
             self._move_to(index)
             if event.chain == 2:
                 self.action_open()
-
-    # -- drawing -------------------------------------------------------------------------------
-
-    def notify_style_update(self) -> None:
-        super().notify_style_update()
-        self._strips.clear()
-        self._header = None
-        self._styles.clear()
-
-    def _style(self, *components: str) -> Style:
-        """The log's own style, plus component classes' (cached: `rich_style` walks up every
-        ancestor, and a frame draws a few dozen lines)."""
-        key = " ".join(components)
-        style = self._styles.get(key)
-        if style is None:
-            style = self.rich_style
-            for component in components:
-                style += self.get_component_rich_style(component)
-            self._styles[key] = style
-        return style
-
-    def render_line(self, y: int) -> Strip:
-        width = self.scrollable_content_region.width
-        scroll_x, scroll_y = self.scroll_offset
-        if y == 0:  # the header stays put and spans the whole width
-            header_style = self._style("request-log--header")
-            strip = self._header or self._header_strip(header_style)
-            return strip.crop_extend(scroll_x, scroll_x + width, header_style)
-        base = self._style()
-        line = scroll_y + y - 1
-        if self.top_note and line == 0:
-            note = self._style("request-log--note")
-            text = fit(" " * CELL_PADDING + self.top_note, max(width, 1))
-            return Strip([Segment(text, note)], cell_len(text))
-        index = line - self._top
-        if not 0 <= index < len(self._shown):
-            return Strip.blank(width, base)
-        place, _, row = self._shown[index]
-        if index == self.cursor and self.has_focus:  # drawn fresh: it moves
-            strip = self._row_strip(place, row, cursor=True)
-        else:
-            strip = self._strips.get(place) or self._row_strip(place, row)
-        return strip.crop_extend(scroll_x, scroll_x + width, base)
-
-    def _header_strip(self, style: Style) -> Strip:
-        pad = " " * CELL_PADDING
-        text = "".join(f"{pad}{fit(label, width)}{pad}" for _, label, width in COLUMNS)
-        strip = Strip([Segment(text, style)], LINE_WIDTH)
-        self._header = strip
-        return strip
-
-    def _row_strip(self, place: int, row: RequestRow, *, cursor: bool = False) -> Strip:
-        parts = ["request-log--odd-row" if place % 2 else "request-log--even-row"]
-        if row.from_history:
-            parts.append("request-log--history")
-        if cursor:
-            parts.append("request-log--cursor")
-        base = self._style(*parts)
-        colour = ("green" if row.status is not None and row.status < 400
-                  else "yellow" if row.status == 429 else "red")
-        status_style = base + Style.parse(f"bold {self.palette.get(f'claudex-{colour}', '')}")
-        trail_colour = self.palette.get("claudex-yellow", "") if row.failed_over else ""
-        trail_style = base + Style.parse(trail_colour) if trail_colour else base
-        cells = (
-            (row.time, base), (row.request, base), (row.provider, base),
-            (row.trail_text, trail_style), (row.status_text, status_style),
-            (row.latency_text, base),
-        )
-        pad = Segment(" " * CELL_PADDING, base)
-        segments: list[Segment] = []
-        for (text, style), (_, _, width) in zip(cells, COLUMNS, strict=True):
-            segments += (pad, Segment(fit(text, width), style), pad)
-        strip = Strip(segments, LINE_WIDTH).simplify()
-        if not cursor:
-            self._strips[place] = strip
-        return strip
