@@ -2,9 +2,10 @@
 
 What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
 that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
-translation dropped and tokens in/out when known; for every other event its kind, profile,
-sentence and data. Never a body, a header or a secret (the engine's events hold none: their texts
-pass the scrubber before they are published).
+translation dropped, tokens in/out when known, its request id, the route the client used and the
+client's headers with credentials masked; for every other event its kind, profile, sentence and
+data. Never a body or a secret (the engine's events hold none: their texts pass the scrubber
+before they are published, and headers are masked then).
 
 The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
 a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
@@ -47,7 +48,8 @@ CREATE TABLE IF NOT EXISTS requests (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, protocol TEXT,
     endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
     latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
-    input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER);
+    input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
+    request_id TEXT, route TEXT, headers TEXT);
 CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
 CREATE TABLE IF NOT EXISTS events (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
@@ -58,7 +60,9 @@ CREATE INDEX IF NOT EXISTS events_time ON events(time);
 _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", "profile",
                            "provider", "status", "outcome", "latency_ms", "stream", "trail",
                            "attempts", "dropped", "input_tokens", "output_tokens",
-                           "cache_read_tokens")
+                           "cache_read_tokens", "request_id", "route", "headers")
+# Columns added after the first schema: a database file from before gains them when opened.
+_ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"))
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
 
 
@@ -79,7 +83,8 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             d.get("latency_ms"), 1 if d.get("stream") else 0, d.get("trail"),
             json.dumps(d.get("attempts") or []), json.dumps(d.get("dropped") or []),
             usage.get("input_tokens"), usage.get("output_tokens"),
-            usage.get("cache_read_tokens"))
+            usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
+            json.dumps(d["headers"]) if d.get("headers") is not None else None)
 
 
 def _event_row(event: Event) -> tuple[Any, ...]:
@@ -99,9 +104,23 @@ def open_database(path: Path, connect: Connect = _default_connect) -> sqlite3.Co
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.executescript(_SCHEMA)
+    _migrate(conn)
     if path.exists():
         path.chmod(0o600)  # what was asked and by whom is nobody else's business
     return conn
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database written by an older claudex up to this schema (columns only added)."""
+    have = {row[1] for row in conn.execute("PRAGMA table_info(requests)")}
+    for name, kind in _ADDED_REQUEST_COLUMNS:
+        if name not in have:
+            try:
+                conn.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+            except sqlite3.OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another engine added it just now
+                    raise
+    conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
 
 
 class Journal:

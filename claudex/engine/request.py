@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from claudex.config.model import Protocol
+from claudex.engine.secrets import SCRUBBER, mask_secret
 
 Endpoint = Literal["messages", "count_tokens", "chat", "responses"]
 
@@ -32,6 +33,48 @@ class ProxyRequest:
     def model(self) -> str | None:
         model = self.body.get("model")
         return model if isinstance(model, str) else None
+
+
+# A client's credentials: shown masked whatever they hold (`Bearer sk-…abcd`).
+_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
+_SCHEMES = frozenset({"bearer", "basic", "token"})
+
+
+def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's headers as received, for the request detail: credentials masked, and any
+    other value the scrubber knows (or that looks like a key) masked too."""
+    shown: dict[str, str] = {}
+    for name, value in headers.items():
+        if name.lower() in _CREDENTIAL_HEADERS:
+            scheme, space, rest = value.partition(" ")
+            shown[name] = (f"{scheme} {mask_secret(rest.strip())}"
+                           if space and scheme.lower() in _SCHEMES else mask_secret(value))
+        else:
+            shown[name] = _SCRUBBED.text(value)
+    return shown
+
+
+class _ScrubbedValues:
+    """`SCRUBBER.text` of header values, remembered: a client sends the same ones on every
+    request (this runs for each), and scrubbing costs a few regex passes per value. Forgotten
+    whenever a secret is registered, and when it holds `size` values."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._seen: dict[str, str] = {}
+        self._generation = -1
+
+    def text(self, value: str) -> str:
+        if self._generation != SCRUBBER.generation or len(self._seen) >= self._size:
+            self._seen = {}
+            self._generation = SCRUBBER.generation
+        shown = self._seen.get(value)
+        if shown is None:
+            shown = self._seen[value] = SCRUBBER.text(value)
+        return shown
+
+
+_SCRUBBED = _ScrubbedValues()
 
 
 @dataclass(frozen=True)

@@ -121,6 +121,9 @@ class SecretScrubber:
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         self._state = _Compiled.build(frozenset())
         self._adding = threading.Lock()  # the engine's thread and the console's may both add
+        # Goes up with every change of the registry: a cache of scrubbed texts is valid while
+        # it stays the same.
+        self.generation = 0
         self.add(secrets)
 
     def add(self, secrets: Iterable[str | None]) -> None:
@@ -130,6 +133,7 @@ class SecretScrubber:
         with self._adding:
             state = self._state
             self._state = _Compiled.build(state.known | wanted)
+            self.generation += 1
 
     def note(self, secret: str) -> None:
         """Register one secret; costs a set lookup when it is already known (the usual case)."""

@@ -178,6 +178,7 @@ class ProxyRoutes:
             profile=profile,
             failover=headers.get("x-claudex-failover", "").lower() != "off",
             query=scope.get("query_string", b"").decode("latin-1"),
+            route=scope["path"],
         )
         try:
             result = await self.engine.forward(req)
