@@ -1,9 +1,11 @@
 """Walk a profile's failover chain for one request (DESIGN.md, failure table and commit rule).
 
-For each chain member: skip it if it cannot serve (recording why), otherwise send the request,
-retrying the same provider only for rate limits and once after an OAuth refresh, and move on for
-everything the failure table says to fail over on. Streams are handed to `streaming.open_stream`,
-which commits to a provider only at its first content event.
+For each chain member: skip it if it cannot serve (recording why), otherwise try it. Each try
+ends in an outcome (classify.py maps statuses and transport errors); what follows — trying the
+same provider again, moving on, answering the client, the breaker and health effects — is that
+outcome's row of the failure policy (policy.py), executed here without a decision of its own
+(the retries themselves are carried out by retries.py). Streams are handed to
+`streaming.open_stream`, which commits to a provider only at its first content event.
 """
 
 from __future__ import annotations
