@@ -9,6 +9,7 @@ line says "history off: <why>" when the journal has none to give, or "start of h
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
@@ -20,6 +21,8 @@ from textual.widgets import RichLog
 from claudex.console.format import TimeText, event_colour, local_time_text, safe
 from claudex.console.link import HISTORY_PAGE, HistoryPage
 from claudex.engine.events import Event
+
+log = logging.getLogger("claudex.console")
 
 # Health rounds happen every few seconds and say nothing new; the panels show their results.
 QUIET_KINDS = frozenset({"request", "health"})
@@ -144,7 +147,11 @@ class EventLog(RichLog):
             return
         oldest = self._older[0][0] if self._older else (self._tail[0][0] if self._tail
                                                          else None)
-        page = await self.source(oldest)
+        try:
+            page = await self.source(oldest)
+        except Exception as exc:  # a link that broke its promise: said, never raised
+            log.exception("reading the history journal failed")
+            page = HistoryPage(problem=f"it could not be read ({type(exc).__name__})")
         if page.problem is not None:
             self.top_note = f"history off: {safe(page.problem, 160)}"
             self.history_done = True

@@ -21,6 +21,7 @@ Drawing (request_lines.py) renders each row once, into a cached `Strip`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import ClassVar, Final
@@ -35,6 +36,8 @@ from claudex.console.components.request_lines import LINE_WIDTH, RequestLines
 from claudex.console.components.request_lines import fit as fit
 from claudex.console.format import RequestRow, TimeText, local_time_text, record_row, safe
 from claudex.console.link import HISTORY_PAGE, HistoryPage
+
+log = logging.getLogger("claudex.console")
 
 MAX_ROWS: Final = 500
 MAX_OLDER: Final = 5000    # journal rows kept above the tail
@@ -269,7 +272,11 @@ class RequestLog(RequestLines, can_focus=False):
         oldest = self._older[0][1] if self._older else (
             self.rows_kept[0] if self.rows_kept else None)
         until = oldest.at if oldest is not None and oldest.at else None
-        page = await self.source(until, text)
+        try:
+            page = await self.source(until, text)
+        except Exception as exc:  # a link that broke its promise: said, never raised
+            log.exception("reading the history journal failed")
+            page = HistoryPage(problem=f"it could not be read ({type(exc).__name__})")
         if text != (self.filter_text or None):
             return  # the filter changed meanwhile: its own search follows
         if page.problem is not None:
