@@ -5,7 +5,10 @@ A fleet shares *facts*, never breaker tables: each instance keeps its own `Circu
 
 A fact is about one provider and lives in one of three registers:
 
-- `operator`: "forced_open" (tripped) or "reset"; written by trip/reset from any instance.
+- `operator`: "forced_open" (tripped) or "reset"; written by trip/reset from any instance. A
+  trip carries the operator's `reason`, and a timed one its `until`: when that passes every
+  instance's breaker goes half-open by itself (the breaker reads the deadline), so it ends
+  everywhere at once without another write.
 - `traffic`: "open" (failures opened a breaker, until `until`) or "closed" (a probe succeeded).
 - `cooldown`: "cooling" until `until` (a 429's Retry-After).
 
@@ -46,7 +49,8 @@ class Fact:
     state: str
     at: float  # wall-clock seconds when written
     by: str  # the instance that wrote it
-    until: float | None = None  # wall time an "open" or "cooling" stops holding
+    until: float | None = None  # wall time an "open", "cooling" or timed trip stops holding
+    reason: str | None = None  # a trip's: the operator's words
 
     def newer_than(self, other: Fact | None) -> bool:
         return other is None or (self.at, self.by) > (other.at, other.by)
@@ -55,9 +59,9 @@ class Fact:
         return self.until is None or now_wall < self.until
 
     def ttl_s(self, now_wall: float) -> float | None:
-        """How long Redis should keep the record: None for a trip (until reset), else until it
+        """How long Redis should keep the record: None for a trip until reset, else until it
         stops holding (never less than a second, so a write always lands)."""
-        if self.state == "forced_open":
+        if self.state == "forced_open" and self.until is None:
             return None
         if self.until is None:
             return SETTLED_TTL_S
@@ -67,9 +71,12 @@ class Fact:
         return f"{self.register}:{self.provider}"
 
     def encode(self) -> str:
-        return json.dumps({"provider": self.provider, "register": self.register,
-                           "state": self.state, "at": self.at, "by": self.by,
-                           "until": self.until}, separators=(",", ":"))
+        data: dict[str, Any] = {"provider": self.provider, "register": self.register,
+                                "state": self.state, "at": self.at, "by": self.by,
+                                "until": self.until}
+        if self.reason is not None:
+            data["reason"] = self.reason
+        return json.dumps(data, separators=(",", ":"))
 
 
 class BadFact(ValueError):
@@ -95,8 +102,11 @@ def decode(raw: str | bytes) -> Fact:
         raise BadFact("at must be a time")
     if until is not None and (isinstance(until, bool) or not isinstance(until, int | float)):
         raise BadFact("until must be a time or null")
+    reason = data.get("reason")
+    if reason is not None and not isinstance(reason, str):
+        raise BadFact("reason must be a string or absent")
     return Fact(provider, register, state, float(at), by,
-                None if until is None else float(until))
+                None if until is None else float(until), reason or None)
 
 
 @dataclass
@@ -137,8 +147,10 @@ class View:
 
 def view(regs: Registers, now_wall: float) -> View:
     op, traffic, cool = regs.operator, regs.traffic, regs.cooldown
-    if op is not None and op.state == "forced_open":
+    if op is not None and op.state == "forced_open" and op.live(now_wall):
         return View("forced_open", cooling_until=_cooling(cool, None, now_wall))
+    # A timed trip that ended counts as the operator's last word, like a reset: what traffic
+    # said before it is over too.
     reset = op if op is not None else None
     breaker: BreakerView = "closed"
     open_until = None
