@@ -9,7 +9,7 @@ from textual.markup import escape
 
 from claudex.console.colors import variable
 from claudex.console.components.text_line import TextLine
-from claudex.console.format import duration, state_label
+from claudex.console.format import duration, state_label, tripped_words
 
 
 def member_text(name: str, profile: Mapping[str, Any] | None) -> str:
@@ -23,6 +23,8 @@ def member_text(name: str, profile: Mapping[str, Any] | None) -> str:
     retry_in = breaker.get("retry_in_s")
     if state == "open" and isinstance(retry_in, int | float) and retry_in > 0:
         words += f" {duration(retry_in + 0.999)}"
+    elif state == "forced_open" and (breaker.get("reason") or retry_in is not None):
+        words = tripped_words(breaker, reason_limit=24)
     if not profile.get("enabled", True):
         words = "disabled"
     elif profile.get("problem"):
