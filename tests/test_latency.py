@@ -33,7 +33,7 @@ from claudex.engine.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.stats import ProviderStats, attempt_counts
 from claudex.engine.usage import Usage
 from claudex.status_table import render_status
-from tests.conftest import TEST_ENV, anthropic_body, build_config
+from tests.conftest import TEST_ENV, anthropic_body, build_config, profile_toml
 from tests.test_admin_api import two
 
 
@@ -266,3 +266,20 @@ api_key_env = "FAKE_KEY"
         for task in waiting:
             task.cancel()
         await engine.close()
+
+
+async def test_a_served_stream_counts_its_time_to_first_content(fakes: Any,
+                                                               proxy_factory: Any) -> None:
+    f = await fakes(("claude", "anthropic"))
+    proxy = await proxy_factory(build_config(profile_toml("claude", f["claude"])), fakes=f)
+    for _ in range(2):
+        async with proxy.client.stream("POST", "/v1/messages",
+                                       json=anthropic_body(stream=True)) as resp:
+            assert resp.status_code == 200
+            await resp.aread()
+    stats = (await proxy.client.get("/_claudex/status")).json()["profiles"][0]["stats"]
+    assert stats["latency"]["first_content_samples"] == 2
+    assert stats["latency"]["duration_samples"] == 0
+    assert stats["latency"]["first_content_p95_ms"] >= stats["latency"]["first_content_p50_ms"]
+    metrics = (await proxy.client.get("/metrics")).text
+    assert 'claudex_first_content_seconds_count{provider="claude"} 2.0' in metrics

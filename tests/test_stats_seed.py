@@ -15,7 +15,7 @@ from claudex.engine.events import Event
 from claudex.engine.journal import Journal
 from claudex.engine.journal_seed import local_midnight, read_seed
 from claudex.engine.latency import MINUTES
-from tests.conftest import build_config, profile_toml
+from tests.conftest import build_config, openai_body, profile_toml
 from tests.test_journal import journal_with
 
 
@@ -40,6 +40,7 @@ def counters(status: dict[str, Any]) -> dict[str, Any]:
             "minute_tokens": sum(s["minutes"]["tokens"]),
             "duration_p50": s["latency"]["duration_p50_ms"],
             "duration_p95": s["latency"]["duration_p95_ms"],
+            "first_content_p50": s["latency"]["first_content_p50_ms"],
             "samples": s["latency"]["samples"]}
     return out
 
@@ -52,11 +53,16 @@ async def test_a_restart_starts_the_counters_from_the_journal(fakes: Any, proxy_
     assert counters((await first.client.get("/_claudex/status")).json())["grok"]["requests"] == 0
     for _ in range(3):
         assert (await first.chat(profile="grok")).status_code == 200
+    async with first.client.stream("POST", "/proxy/grok/v1/chat/completions",
+                                   json=openai_body(stream=True)) as resp:
+        assert resp.status_code == 200
+        await resp.aread()
     f["grok"].set_fault("500")
     for _ in range(2):  # grok answers 500, deepseek serves
         assert (await first.chat(profile="grok")).status_code == 200
     before = counters((await first.client.get("/_claudex/status")).json())
-    assert before["grok"]["requests"] == 5 and before["grok"]["failures"] == 2
+    assert before["grok"]["requests"] == 6 and before["grok"]["failures"] == 2
+    assert isinstance(before["grok"]["first_content_p50"], float)
     assert before["grok"]["minute_errors"] == 2 and before["deepseek"]["successes"] == 2
     assert before["grok"]["tokens"]["input_tokens"] > 0
     await first.server.stop()  # the engine closes: the journal writes what is pending
@@ -67,8 +73,8 @@ async def test_a_restart_starts_the_counters_from_the_journal(fakes: Any, proxy_
     assert seeded == before
     assert (await second.chat(profile="grok")).status_code == 200
     after = counters((await second.client.get("/_claudex/status")).json())["grok"]
-    assert after["requests"] == 6 and after["successes"] == 4
-    assert after["minute_requests"] == 6 and after["samples"] == 4
+    assert after["requests"] == 7 and after["successes"] == 5
+    assert after["minute_requests"] == 7 and after["samples"] == 5
     await second.server.stop()
 
 
