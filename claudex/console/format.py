@@ -244,7 +244,7 @@ def event_colour(event: Event) -> str | None:
     if event.kind == "breaker":
         new = event.data.get("new")
         return {"closed": "green", "half_open": "yellow"}.get(str(new), "red")
-    if event.kind in ("escalation",):
+    if event.kind in ("escalation", "trip"):  # a trip's new terms: still tripped
         return "red"
     if event.kind in ("cooldown", "limit"):
         return "yellow"
