@@ -104,7 +104,8 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("client", client),
         ("route", _text(r.get("route"))),
         ("model", _text(r.get("model"))),
-        ("profile", _text(r.get("profile"))),
+        ("profile", _text(r.get("profile")) if r.get("profile") or not r.get("route")
+         else "the default profile"),
         ("served by", _text(r.get("provider")) if r.get("provider") else "none"),
         ("status", status),
         ("latency", latency),

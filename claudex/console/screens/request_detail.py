@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from claudex.console.format import TimeText, local_time_text, safe
+from claudex.engine.request import SKIP_OUTCOMES
 from claudex.history_text import (
     ATTEMPT_COLUMNS,
     ATTEMPT_LEGEND,
@@ -54,9 +55,13 @@ def title_text(record: Mapping[str, Any]) -> str:
 
 
 def outcome_colour(outcome: str, status: str) -> str:
+    """Green served, yellow skipped or rate limited (nothing was asked, or it may pass), red
+    failed."""
     if outcome in OK_OUTCOMES or (status.isdigit() and int(status) < 400):
         return "green"
-    return "yellow" if outcome in ("rate_limited", "cooling_down") or status == "429" else "red"
+    if outcome in SKIP_OUTCOMES or outcome == "rate_limited" or status == "429":
+        return "yellow"
+    return "red"
 
 
 def detail_body(record: Mapping[str, Any], *, when: Callable[[float], str],
