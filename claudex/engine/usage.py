@@ -4,8 +4,10 @@ Where it is read: the bytes that go to the client (the engine wraps every answer
 count it in flight), in the client's protocol — after translation they still carry the usage the
 translator passed on. Anthropic puts it in `message_start` (`message.usage`) and `message_delta`
 (`usage`), OpenAI Chat in the last chunk when `stream_options.include_usage` was asked (claudex
-asks for it upstream when it translates, and passes it to a client that asked), Responses in
-`response.completed`; a non-streamed answer has one top-level `usage`.
+asks every OpenAI-compatible upstream for it on a stream and translators always make that chunk;
+the server takes it out again for a client that did not ask, after it was counted here:
+`claudex.providers.usage_chunks`), Responses in `response.completed`; a non-streamed answer has
+one top-level `usage`.
 
 What it costs a stream: one `bytes.find(b'"usage"')` per chunk (C speed) and the carry of the
 chunk's last unfinished line; only a line holding the marker is decoded, and only its usage
