@@ -44,7 +44,9 @@ from enum import Enum, StrEnum
 
 from claudex.config.model import BreakerSettings
 from claudex.engine.clock import Clock
-from claudex.engine.trips import duration_words
+from claudex.engine.trips import Trip, duration_words
+
+__all__ = ["BreakerSnapshot", "BreakerState", "CircuitBreaker", "Permit", "Transition", "Trip"]
 
 log = logging.getLogger("claudex.breaker")
 
@@ -74,22 +76,6 @@ class Transition:
     recovery times exactly; a clock read later, in a callback, would be a little late)."""
     trip: Trip | None = field(default=None, compare=False)
     """For a move into FORCED_OPEN: the trip's terms."""
-
-
-@dataclass(frozen=True)
-class Trip:
-    """An operator's trip: `until` is a reading of the breaker's clock (None: until reset)."""
-
-    until: float | None = None
-    reason: str | None = None
-    since: float = 0.0  # when it began (the clock's reading)
-
-    def words(self) -> str:
-        """The transition's reason: "tripped by operator for 20m: maintenance"."""
-        text = "tripped by operator"
-        if self.until is not None:
-            text += f" for {duration_words(self.until - self.since)}"
-        return text + (f": {self.reason}" if self.reason else "")
 
 
 @dataclass(frozen=True)

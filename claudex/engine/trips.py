@@ -96,6 +96,23 @@ def trip_words(reason: str | None, left_s: float | None) -> str:
 
 
 @dataclass(frozen=True)
+class Trip:
+    """An operator's trip, as a breaker keeps it: `until` and `since` are readings of the
+    breaker's (monotonic) clock; `until` None: until reset."""
+
+    until: float | None = None
+    reason: str | None = None
+    since: float = 0.0  # when it began
+
+    def words(self) -> str:
+        """The transition's reason: "tripped by operator for 20m: maintenance"."""
+        text = "tripped by operator"
+        if self.until is not None:
+            text += f" for {duration_words(self.until - self.since)}"
+        return text + (f": {self.reason}" if self.reason else "")
+
+
+@dataclass(frozen=True)
 class SavedTrip:
     """A trip in force when an engine stopped, as its journal tells it."""
 
