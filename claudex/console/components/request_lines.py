@@ -50,7 +50,7 @@ class RequestLines(ScrollView, can_focus=False):
         "request-log--cursor", "request-log--history", "request-log--note",
     }
     DEFAULT_CSS = """
-    RequestLog {
+    RequestLines {
         background: $surface;
         color: $foreground;
         & > .request-log--header {
@@ -65,7 +65,7 @@ class RequestLines(ScrollView, can_focus=False):
             background: $surface-darken-1 40%;
         }
         & > .request-log--cursor {
-            background: $accent 45%;
+            background: $primary 50%;
             text-style: bold;
         }
         & > .request-log--history {
