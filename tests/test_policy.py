@@ -6,7 +6,9 @@ token."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -187,6 +189,35 @@ async def test_a_stated_token_limit_is_tried_once_at_that_cap(proxy_factory: Any
         assert [r.json["max_tokens"] for r in capped.requests] == [32000, 8192]
 
 
+_STUBBORN = (b'{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: '
+             b'64000 > 8192, which is the maximum allowed number of output tokens"}}')
+
+
+async def test_a_provider_refusing_even_at_its_stated_cap_is_left_for_a_backup(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    asked: list[int] = []
+
+    async def refuse(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        asked.append(json.loads(await reader.readexactly(length))["max_tokens"])
+        writer.write(b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\n"
+                     b"connection: close\r\ncontent-length: %d\r\n\r\n%s"
+                     % (len(_STUBBORN), _STUBBORN))
+        await writer.drain()
+        writer.close()
+
+    async with _raw_server(refuse) as base_url:
+        proxy = await _raw_pair(fakes, proxy_factory, base_url)
+        resp = await proxy.messages({**anthropic_body(), "max_tokens": 64000})
+        outcomes = await _trail(proxy)
+        assert outcomes == ["max_tokens_limit", "max_tokens_limit"]
+        assert asked == [64000, 8192]  # once more, at the stated cap, then no more
+        _check(proxy, resp, POLICY[Outcome.TOKEN_LIMIT], outcomes)
+
+
 @row(Outcome.RATE_LIMITED)
 async def test_a_rate_limit_is_retried_with_backoff_then_fails_over(
     fakes: Any, proxy_factory: Any
@@ -274,6 +305,32 @@ async def test_no_answer_in_time_fails_over(fakes: Any, proxy_factory: Any) -> N
     _check(proxy, resp, POLICY[Outcome.TIMEOUT], await _trail(proxy))
 
 
+@contextlib.asynccontextmanager
+async def _raw_server(handle: Callable[[asyncio.StreamReader, asyncio.StreamWriter],
+                                       Awaitable[None]]) -> AsyncIterator[str]:
+    """A provider that is not one: `handle` answers (or does not) each connection."""
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+async def _raw_pair(fakes: Any, proxy_factory: Any, base_url: str) -> Proxy:
+    f = await fakes(("backup", "anthropic"))
+    config = build_config(f"""
+[[profiles]]
+name = "primary"
+provider_type = "DirectAnthropic"
+base_url = "{base_url}"
+api_key_env = "FAKE_KEY"
+backup_providers = ["backup"]
+""" + profile_toml("backup", f["backup"]))
+    proxy: Proxy = await proxy_factory(config, fakes=f)
+    return proxy
+
+
 @row(Outcome.DISCONNECTED)
 async def test_a_connection_closed_before_answering_fails_over(
     fakes: Any, proxy_factory: Any
@@ -282,24 +339,10 @@ async def test_a_connection_closed_before_answering_fails_over(
         await reader.readuntil(b"\r\n\r\n")  # the request's head, then nothing
         writer.close()
 
-    closer = await asyncio.start_server(hang_up, "127.0.0.1", 0)
-    port = closer.sockets[0].getsockname()[1]
-    try:
-        f = await fakes(("backup", "anthropic"))
-        config = build_config(f"""
-[[profiles]]
-name = "primary"
-provider_type = "DirectAnthropic"
-base_url = "http://127.0.0.1:{port}"
-api_key_env = "FAKE_KEY"
-backup_providers = ["backup"]
-""" + profile_toml("backup", f["backup"]))
-        proxy = await proxy_factory(config, fakes=f)
+    async with _raw_server(hang_up) as base_url:
+        proxy = await _raw_pair(fakes, proxy_factory, base_url)
         resp = await proxy.messages()
         _check(proxy, resp, POLICY[Outcome.DISCONNECTED], await _trail(proxy))
-    finally:
-        closer.close()
-        await closer.wait_closed()
 
 
 @row(Outcome.STREAM_ERROR)
