@@ -172,8 +172,11 @@ class ProviderTable(ScrollView, can_focus=False):
                 self.scroll_to(y=index - height + 1, animate=False, immediate=True)
 
     def on_click(self, event: events.Click) -> None:
-        index = int(self.scroll_y) + event.y - 1
-        if event.y >= 1 and 0 <= index < len(self.rows):
+        offset = event.get_content_offset(self)  # (inside the border; None on it)
+        if offset is None or offset.y < 1:  # the header
+            return
+        index = int(self.scroll_y) + offset.y - 1
+        if 0 <= index < len(self.rows):
             self.post_message(ProfileSelected(self.rows[index].name))
 
     def on_resize(self, event: events.Resize) -> None:
