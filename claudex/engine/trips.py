@@ -8,8 +8,10 @@ Restore: a trip lives in the journal's events table as the breaker event that fo
 open (its data carries `until`, wall-clock epoch seconds or null, and `trip_reason`), or as a
 `trip` event when an operator changed the terms of a trip already in force. The last of those
 per provider, unless a later breaker event moved the breaker out of forced-open (a reset, the
-deadline passing), is the trip in force. A timed trip whose deadline passed while the engine was
-down restores as nothing: the provider starts closed, as it would after any restart.
+deadline passing), is the trip in force. Only events of the engine at the same address (their
+`listen`) count: several engines may share one journal, and one's trips are not another's.
+A timed trip whose deadline passed while the engine was down restores as nothing: the provider
+starts closed, as it would after any restart.
 """
 
 from __future__ import annotations
@@ -122,9 +124,11 @@ class SavedTrip:
     since: float  # wall time the trip began
 
 
-def trips_in_journal(path: Path, now_wall: float) -> list[SavedTrip]:
-    """The trips still in force at `now_wall` according to the journal at `path` (none when the
-    file does not exist or cannot be read)."""
+def trips_in_journal(path: Path, now_wall: float, listen: str | None = None) -> list[SavedTrip]:
+    """The trips still in force at `now_wall` for the engine listening on `listen` according to
+    the journal at `path` (none when the file does not exist or cannot be read). One journal may
+    serve several engines (the user's state dir): each restores only what it was told (None:
+    whichever engine it was)."""
     if not path.exists():
         return []
     try:
@@ -135,7 +139,8 @@ def trips_in_journal(path: Path, now_wall: float) -> list[SavedTrip]:
         rows = conn.execute(
             "SELECT e.profile, e.kind, e.time, e.data FROM events e JOIN "
             "(SELECT profile, MAX(rowid) AS last FROM events WHERE kind IN ('breaker', 'trip') "
-            "AND profile IS NOT NULL GROUP BY profile) l ON e.rowid = l.last").fetchall()
+            "AND profile IS NOT NULL AND (? IS NULL OR json_extract(data, '$.listen') = ?) "
+            "GROUP BY profile) l ON e.rowid = l.last", (listen, listen)).fetchall()
     except sqlite3.Error:
         return []
     finally:
