@@ -49,14 +49,23 @@ def lossy(value: Any) -> bool:
     """True when `value` (as orjson parsed it) holds a float that may have been written as an
     integer too large for 64 bits: integral and at least 2**63 in magnitude. Rare: LLM requests
     carry a few small floats (temperature, top_p) at most."""
+    # Parsed JSON holds exact dicts, lists and floats (no subclasses): type() is enough, and
+    # containers of nothing but strings and small values are skipped in C.
     stack = [value]
-    pop, push = stack.pop, stack.extend
+    pop = stack.pop
     while stack:
         node = pop()
-        if isinstance(node, dict):
-            push(node.values())
-        elif isinstance(node, list):
-            push(node)
-        elif isinstance(node, float) and abs(node) >= _BIG and node.is_integer():
-            return True
+        kind = type(node)
+        if kind is dict:
+            node = node.values()
+        elif kind is not list:
+            if kind is float and abs(node) >= _BIG and node.is_integer():
+                return True
+            continue
+        for item in node:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append(item)
+            elif kind is float and abs(item) >= _BIG and item.is_integer():
+                return True
     return False
