@@ -6,8 +6,8 @@ last 30 minutes per minute (requests, errors, tokens) and the latency samples of
 minutes. The reading is a few grouped queries (SQLite's json_each over each request's attempt
 trail), so what comes back is small whatever the traffic was; the engine's loop then adds it to
 the live statistics in one short step. Only rows written before this engine started are read, so
-nothing this lifetime journals is counted twice. `/metrics` histograms are not seeded: they
-count this process's observations, as Prometheus expects.
+nothing this lifetime journals is counted twice. `/metrics` is not seeded: its counters and
+histograms count this process's observations, as Prometheus expects of a restarted process.
 
 Reading is read-only (journal.py owns the schema and the writes); a journal that cannot be read
 logs one warning and the counters start from zero, as they did before there was a journal.
@@ -178,16 +178,16 @@ def _served_attempt(attempts: Any, provider: str) -> dict[str, Any] | None:
 
 def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTotals) -> None:
     """Add the journal's numbers to the live ones (on the engine's loop; a few steps per
-    provider)."""
+    provider): counters into `stats.earlier` and token sums into `tokens`, both shown in status
+    beside this process's own, which /metrics keeps to."""
     for name, p in seed.providers.items():
         rt = runtimes.get(name)
         if rt is None:
             continue  # a profile no longer configured
         stats = rt.stats
-        stats.requests += p.requests
-        stats.successes += p.successes
-        stats.failures += p.failures
-        stats.rate_limited += p.rate_limited
+        for key, count in (("requests", p.requests), ("successes", p.successes),
+                           ("failures", p.failures), ("rate_limited", p.rate_limited)):
+            stats.earlier[key] = stats.earlier.get(key, 0) + count
         for minute, (requests, errors, toks) in p.minutes.items():
             stats.minutes.add(minute * 60.0, requests, errors, toks)
         if seed.since is not None:

@@ -46,6 +46,10 @@ class ProviderStats:
     first_content_hist: BucketCounts = field(default_factory=BucketCounts)
     duration_hist: BucketCounts = field(default_factory=BucketCounts)
     minutes: MinuteSeries = field(default_factory=lambda: MinuteSeries(0.0))
+    # Today's counts from before this start, read from the history journal (journal_seed.py):
+    # added in status (the panels, claudex status), left out of /metrics, whose counters count
+    # this process (a counter that started at yesterday's value would read as a burst).
+    earlier: dict[str, int] = field(default_factory=dict)
 
     def observe_attempt(self, at: float, outcome: str, message: str) -> None:
         sent, error = attempt_counts(outcome, message)
@@ -94,10 +98,10 @@ class ProviderStats:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "requests": self.requests,
-            "successes": self.successes,
-            "failures": self.failures,
-            "rate_limited": self.rate_limited,
+            "requests": self.requests + self.earlier.get("requests", 0),
+            "successes": self.successes + self.earlier.get("successes", 0),
+            "failures": self.failures + self.earlier.get("failures", 0),
+            "rate_limited": self.rate_limited + self.earlier.get("rate_limited", 0),
             "client_errors": self.client_errors,
             "last_status": self.last_status,
             "last_error": self.last_error,
