@@ -180,6 +180,9 @@ def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTo
     """Add the journal's numbers to the live ones (on the engine's loop; a few steps per
     provider): counters into `stats.earlier` and token sums into `tokens`, both shown in status
     beside this process's own, which /metrics keeps to."""
+    if seed.since is not None:  # the journal saw the traffic from then on, none included
+        for each in runtimes.values():
+            each.stats.minutes.since = min(each.stats.minutes.since, seed.since)
     for name, p in seed.providers.items():
         rt = runtimes.get(name)
         if rt is None:
@@ -190,8 +193,6 @@ def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTo
             stats.earlier[key] = stats.earlier.get(key, 0) + count
         for minute, (requests, errors, toks) in p.minutes.items():
             stats.minutes.add(minute * 60.0, requests, errors, toks)
-        if seed.since is not None:
-            stats.minutes.since = min(stats.minutes.since, seed.since)
         stats.first_content.seed(p.first_content)
         stats.duration.seed(p.durations)
         if p.tokens.input_tokens or p.tokens.output_tokens or p.tokens.cache_read_tokens:
