@@ -26,7 +26,7 @@ from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.journal import Journal
 from claudex.engine.journal_seed import apply_seed, local_midnight, read_seed
-from claudex.engine.request import ForwardResult, ProxyRequest
+from claudex.engine.request import ForwardResult, ProxyRequest, shown_headers
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
@@ -269,6 +269,12 @@ class Engine:
                 "usage": usage.to_json() if usage is not None else None,
             }))
 
+                # The request detail (issue 15): which request, by which route, with which
+                # headers (credentials masked), and how soon the served stream had content.
+                "request_id": req.request_id,
+                "route": req.route,
+                "headers": shown_headers(req.headers),
+                "first_content_ms": _first_content_ms(result),
     async def check_health_now(self) -> None:
         await self.health.check_all()
 
@@ -390,6 +396,14 @@ def _scrubbed_status(status: dict[str, Any]) -> dict[str, Any]:
     stats, health = status["stats"], status["health"]
     if stats.get("last_error"):
         stats["last_error"] = SCRUBBER.text(stats["last_error"])
+def _first_content_ms(result: ForwardResult) -> float | None:
+    """The served attempt's time to first content (streams), else None."""
+    for attempt in reversed(result.attempts):
+        if attempt.provider == result.provider and attempt.outcome == "ok":
+            return attempt.first_content_ms
+    return None
+
+
     for key in ("error", "reason"):
         if health.get(key):
             health[key] = SCRUBBER.text(health[key])
