@@ -267,14 +267,14 @@ class Engine:
                 "dropped": list(result.dropped),
                 "notes": list(result.notes),
                 "usage": usage.to_json() if usage is not None else None,
-            }))
-
                 # The request detail (issue 15): which request, by which route, with which
                 # headers (credentials masked), and how soon the served stream had content.
                 "request_id": req.request_id,
                 "route": req.route,
                 "headers": shown_headers(req.headers),
                 "first_content_ms": _first_content_ms(result),
+            }))
+
     async def check_health_now(self) -> None:
         await self.health.check_all()
 
@@ -385,6 +385,14 @@ def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -
     return status
 
 
+def _first_content_ms(result: ForwardResult) -> float | None:
+    """The served attempt's time to first content (streams), else None."""
+    for attempt in reversed(result.attempts):
+        if attempt.provider == result.provider and attempt.outcome == "ok":
+            return attempt.first_content_ms
+    return None
+
+
 def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
     if attempt["message"]:
         attempt["message"] = SCRUBBER.text(attempt["message"])
@@ -396,14 +404,6 @@ def _scrubbed_status(status: dict[str, Any]) -> dict[str, Any]:
     stats, health = status["stats"], status["health"]
     if stats.get("last_error"):
         stats["last_error"] = SCRUBBER.text(stats["last_error"])
-def _first_content_ms(result: ForwardResult) -> float | None:
-    """The served attempt's time to first content (streams), else None."""
-    for attempt in reversed(result.attempts):
-        if attempt.provider == result.provider and attempt.outcome == "ok":
-            return attempt.first_content_ms
-    return None
-
-
     for key in ("error", "reason"):
         if health.get(key):
             health[key] = SCRUBBER.text(health[key])
