@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -27,6 +28,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
+_STREAM = re.compile(rb'"stream"\s*:\s*true')
 # Upstream headers passed back; the server adds its own framing (length or chunked).
 _PASS = frozenset({b"content-type", b"request-id", b"x-request-id"})
 
@@ -67,10 +69,16 @@ class ReferenceForwarder:
             chunks.append(message.get("body", b""))
             if not message.get("more_body", False):
                 break
-        body = json.loads(b"".join(chunks))
-        if self.model is not None:
+        raw = b"".join(chunks)
+        if self.model is None:
+            # --model "": the bytes as they came, unparsed: the floor of what forwarding a
+            # body costs (two more socket hops), beside which parsing it can be judged.
+            payload, stream = raw, _STREAM.search(raw) is not None
+        else:
+            body = json.loads(raw)
             body["model"] = self.model
-        payload = json.dumps(body, separators=(",", ":")).encode()
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            stream = body.get("stream") is True
         headers = {"content-type": "application/json"}
         for name, value in scope["headers"]:
             if name == b"anthropic-version":
@@ -79,7 +87,7 @@ class ReferenceForwarder:
         url = self.upstream + scope["path"]
         async with self.session.post(url, data=payload, headers=headers) as resp:
             out = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() in _PASS]
-            if body.get("stream") is True:
+            if stream:
                 await send({"type": "http.response.start", "status": resp.status, "headers": out})
                 async for piece in resp.content.iter_any():
                     await send({"type": "http.response.body", "body": piece, "more_body": True})
@@ -96,10 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="upstream root, e.g. http://127.0.0.1:8200")
-    parser.add_argument("--model", default="claude-sonnet-4-5", help="model set on every request")
+    parser.add_argument("--model", default="claude-sonnet-4-5",
+                        help='model set on every request; "": forward the body unparsed')
     args = parser.parse_args(argv)
     uvicorn.run(
-        ReferenceForwarder(args.upstream, args.model),
+        ReferenceForwarder(args.upstream, args.model or None),
         host=args.host,
         port=args.port,
         loop="uvloop",

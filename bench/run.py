@@ -6,7 +6,7 @@ bench/results.json.
 
 Latency, throughput, streaming, failover and translation are repeated N times (3, or 1 with
 --quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
-50 to 2,000 streams of 10 s; --quick: 50 and 200 of 4 s) and the console row run once.
+50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s) and the console row run once.
 """
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             results["throughput"] = {"reason": errors["throughput"]}
 
         counts = streams_scale.QUICK_COUNTS if args.quick else streams_scale.COUNTS
-        seconds = 4.0 if args.quick else 10.0
+        seconds = 3.0 if args.quick else 10.0
         for name, job in (("scale", lambda: sections.scale(world, settings)),
                           ("streams", lambda: streams_scale.scale_streams(world, counts,
                                                                           seconds)),
