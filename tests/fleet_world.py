@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,20 +43,29 @@ class FleetWorld:
 
     def __init__(self, redis: RedisServer, fakes: dict[str, FakeProvider], tmp: Path,
                  redis_url: str | None = None, extra: str = "",
-                 profiles: str | None = None) -> None:
+                 profiles: str | Callable[[str], str] | None = None,
+                 fleet_extra: str = "", env: Mapping[str, Mapping[str, str]] | None = None,
+                 ) -> None:
         self.redis = redis
         self.fakes = fakes
         self.tmp = tmp
         self.redis_url = redis_url or redis.url
         self.extra = extra  # more tables for every instance's config
-        self.profiles = profiles  # instead of `primary` and `backup`
+        self.profiles = profiles  # instead of `primary` and `backup` (or per instance name)
+        self.fleet_extra = fleet_extra  # more `[fleet]` keys
+        self.env = env or {}  # per instance name: more environment variables
         self.instances: dict[str, Instance] = {}
         self.http = httpx.AsyncClient(timeout=10.0)
 
     def config_text(self, name: str, port: int) -> str:
-        return (FLEET_GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}") + self.extra
+        base = FLEET_GLOBALS
+        if "[health]" in self.extra:  # the test's own health settings, instead of "off"
+            base = base.replace("[health]\nenabled = false\n", "")
+        profiles = self.profiles(name) if callable(self.profiles) else self.profiles
+        return (base.replace("[proxy]", f"[proxy]\nport = {port}") + self.extra
                 + f'\n[fleet]\nredis_url = "{self.redis_url}"\nname = "{name}"\n'
-                + (self.profiles if self.profiles is not None
+                + self.fleet_extra
+                + (profiles if profiles is not None
                    else profile_toml("primary", self.fakes["primary"], backups=["backup"])
                    + profile_toml("backup", self.fakes["backup"])))
 
@@ -65,7 +74,8 @@ class FleetWorld:
         path = self.tmp / f"{name}.toml"
         path.write_text(self.config_text(name, port))
         path.chmod(0o600)
-        proc = await spawn_serve(path, stdout=asyncio.subprocess.DEVNULL)
+        proc = await spawn_serve(path, stdout=asyncio.subprocess.DEVNULL,
+                                 env=dict(self.env.get(name, {})))
         inst = Instance(name, port, path, proc)
         inst.drain = asyncio.create_task(_drain(proc, inst.log))
         self.instances[name] = inst
@@ -125,20 +135,31 @@ class FleetWorld:
         """Seconds until `check(status)` holds on every instance named; fails after `limit_s`."""
         started = time.monotonic()
         pending = set(names)
+        last: dict[str, dict[str, Any]] = {}
         while pending:
             for name in sorted(pending):
-                if check(await self.status(name)):
+                last[name] = await self.status(name)
+                if check(last[name]):
                     pending.discard(name)
             if not pending:
                 break
             if time.monotonic() - started > limit_s:
-                raise AssertionError(f"{sorted(pending)} did not converge in {limit_s} s")
+                seen = {n: _summary(last[n]) for n in sorted(pending)}
+                raise AssertionError(f"{sorted(pending)} did not converge in {limit_s} s: {seen}")
             await asyncio.sleep(0.01)
         return time.monotonic() - started
 
     async def wait_breaker(self, names: list[str], state: str,
                            provider: str = "primary") -> float:
         return await self.wait_for(names, lambda s: _breaker_of(s, provider) == state)
+
+
+def _summary(status: dict[str, Any]) -> dict[str, Any]:
+    """What a failed wait shows of an instance: its breakers, cooldowns, health and fleet."""
+    fleet = status.get("fleet") or {}
+    return {"profiles": {p["name"]: (p["breaker"]["state"], p.get("cooldown_s"),
+                                     p["health"]["color"]) for p in status["profiles"]},
+            "redis": fleet.get("redis"), "applied": fleet.get("facts_applied")}
 
 
 def _breaker_of(status: dict[str, Any], provider: str) -> str | None:

@@ -119,12 +119,14 @@ async def test_a_probe_success_closes_it_everywhere(world: FleetWorld) -> None:
         await ask(world, "a")
     await world.wait_breaker(["a", "b", "c"], "open")
     primary.set_fault("ok")
-    # A health probe that passes moves a's breaker to half-open; a's next request is the probe.
+    # A health probe that passes moves a's breaker to half-open, and the others', whom a told;
+    # the instance holding the fleet's half-open slot sends the trial.
     resp = await world.http.post(world.instances["a"].url + "/_claudex/health")
     assert resp.status_code == 200
     assert await world.breaker("a") == "half_open"
-    await world.wait_for(["a"], lambda s: fleet_of(s)["probe_slots"] == ["primary"])
-    resp = await ask(world, "a")
+    await world.wait_breaker(["b", "c"], "half_open")
+    holder = await asyncio.wait_for(slot_holder(world), 15)
+    resp = await ask(world, holder)
     assert resp.headers["x-claudex-provider"] == "primary"
     await world.wait_breaker(["a", "b", "c"], "closed")
 

@@ -50,3 +50,24 @@ def test_fleet_settings_errors_name_file_line_and_key_and_never_echo_a_password(
     assert issues('[fleet]\nredis_url = "http://127.0.0.1"\n')[0].startswith(
         "t.toml:2: fleet.redis_url: must start with one of redis://")
     assert issues("fleet = 3\n")[0].startswith("t.toml:1: fleet: must be a table")
+
+
+def test_secret_env_must_hold_a_fernet_key_and_check_never_shows_it() -> None:
+    from cryptography.fernet import Fernet
+
+    text = '[fleet]\nredis_url = "redis://127.0.0.1:6379"\nsecret_env = "FLEET_KEY"\n' + PROFILE
+    good = Fernet.generate_key().decode()
+    config = parse_config(text, "t.toml", env={**TEST_ENV, "FLEET_KEY": good})
+    assert config.fleet.secret_env == "FLEET_KEY" and not config.warnings
+    for bad in ("not-a-key-at-all-but-secret", good[:-2] + "!=", "A" * 40 + "===="):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(text, "t.toml", env={**TEST_ENV, "FLEET_KEY": bad})
+        found = [str(i) for i in caught.value.issues]
+        assert found[0].startswith("t.toml:3: fleet.secret_env: environment variable FLEET_KEY")
+        assert "Fernet.generate_key()" in found[0]
+        assert bad not in "\n".join(found)
+    # Unset: tokens stay out of Redis, which is said as a warning with its line.
+    unset = parse_config(text, "t.toml", env=TEST_ENV)
+    assert str(unset.warnings[0]).startswith(
+        "t.toml:3: fleet.secret_env: environment variable FLEET_KEY is not set")
+    assert issues('[fleet]\nsecret_env = "a key"\n')[0].startswith("t.toml:2: fleet.secret_env:")

@@ -3,6 +3,7 @@ meet (a Redis URL), what this one is called there, and the prefix of every key i
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -46,4 +47,23 @@ FLEET_KEYS: Mapping[str, Checker] = {
     "name": _key_part,
     "key_prefix": _key_part,
     "password_env": _env_name,
+    "secret_env": _env_name,
 }
+
+GENERATE_KEY = ('python -c "from cryptography.fernet import Fernet; '
+                'print(Fernet.generate_key().decode())"')
+
+
+def fleet_key_problem(value: str) -> str | None:
+    """Why `value` is not a Fernet key (32 bytes in URL-safe base64: 44 characters), or None.
+    The sentence never quotes the value: it is a secret even when malformed."""
+    text = value.strip()
+    if len(text) != 44:
+        return f"is {len(text)} characters long, not the 44 of a Fernet key"
+    try:
+        raw = base64.b64decode(text.encode("ascii"), altchars=b"-_", validate=True)
+    except (ValueError, UnicodeEncodeError):
+        return "is not URL-safe base64"
+    if len(raw) != 32:
+        return "is not URL-safe base64 of 32 bytes"
+    return None

@@ -38,7 +38,7 @@ from claudex.config._checks import (
     _text,
     _type_name,
 )
-from claudex.config._fleet_checks import FLEET_KEYS
+from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
 from claudex.config._history_checks import HISTORY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._secrets import _profile_problem
@@ -117,6 +117,7 @@ class _Builder:
         retry_values = self._section(data, "retry", _RETRY_KEYS)
         health_values = self._section(data, "health", _HEALTH_KEYS)
         fleet_values = self._section(data, "fleet", FLEET_KEYS)
+        self._check_fleet_key(fleet_values)
         history_values = self._section(data, "history", HISTORY_KEYS)
         checked = self._profiles(data.get("profiles", []))
 
@@ -156,6 +157,21 @@ class _Builder:
             warnings=tuple(_reading_order(self._warnings)),
             claude_binary=claude_binary,
         )
+
+    def _check_fleet_key(self, values: Mapping[str, Any]) -> None:
+        """`[fleet] secret_env`: the variable it names must hold a Fernet key when set (never
+        shown); unset, tokens simply stay out of Redis, which is worth a warning."""
+        variable = values.get("secret_env")
+        if variable is None:
+            return
+        where = _TOP.child("fleet").child("secret_env")
+        value = self._env.get(variable)
+        if not value:
+            self._warn(where, f"environment variable {variable} is not set: OAuth tokens are "
+                       "not shared across machines")
+        elif (problem := fleet_key_problem(value)) is not None:
+            self._report(where, f"environment variable {variable} {problem}; generate a key "
+                         f"with {GENERATE_KEY}")
 
     def _proxy_section(self, data: Mapping[str, object]) -> dict[str, Any]:
         """`[proxy]`, with Claudex's top-level `proxy_port`, `proxy_host` and `log_level` filling

@@ -99,12 +99,14 @@ class HistorySettings:
 class FleetSettings:
     """`[fleet]`: instances sharing breaker facts through Redis (off unless `redis_url` is set).
     `name` defaults to the instance's host:port; `password_env` names the Redis password's
-    variable, so the URL itself never holds a secret."""
+    variable, so the URL itself never holds a secret; `secret_env` names the variable holding
+    the fleet's Fernet key, without which OAuth tokens never enter Redis."""
 
     redis_url: str | None = None
     name: str | None = None
     key_prefix: str = "claudex"
     password_env: str | None = None
+    secret_env: str | None = None
 
     @property
     def enabled(self) -> bool:

@@ -12,6 +12,12 @@ Sources, first match (DESIGN.md "OAuth refresh-then-retry"):
                                      then use its refresh token, and write the file back atomically
   otherwise                          an API key: `api_key`, or the `api_key_env` variable
 
+In a fleet (engine/fleet.py) a refresh runs under the fleet's lock on the refresh token (by
+digest); inside it the credentials file is read again (an instance on this machine may have
+refreshed already), then the token another instance left in Redis is looked for (only there,
+encrypted, when `[fleet] secret_env` holds a key: engine/fleet_tokens.py), and only then is a
+grant asked for; its result is written to the file and left for the others the same way.
+
 Errors: `CredentialError` when a source cannot be read at all (raised by `auth_headers`);
 `NeedsLogin` describes why a rejected token could not be replaced (`Credentials.needs_login`).
 No token ever appears in a log line, event or exception message.
@@ -27,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -38,6 +44,7 @@ from claudex.engine.events import Event
 from claudex.engine.oauth import (
     FORMATS,
     CommandFailed,
+    GrantResult,
     OAuthFormat,
     OAuthToken,
     RefreshFailed,
@@ -74,6 +81,18 @@ EXPIRY_MARGIN_SECONDS = 60.0
 RETRY_REFRESH_AFTER_SECONDS = 60.0
 
 SourceKind = Literal["passthrough", "command", "file", "key"]
+
+
+class SharedTokens(Protocol):
+    """Inside a fleet's refresh lock (engine/fleet_tokens.py's `TokenFlight`): the tokens another
+    instance left for this refresh token, and a way to leave the ones refreshed here."""
+
+    async def shared(self) -> dict[str, Any] | None: ...
+
+    async def share(self, record: dict[str, Any]) -> None: ...
+
+
+SingleFlight = Callable[[str], AbstractAsyncContextManager[SharedTokens | None]]
 
 
 class CredentialError(Exception):
@@ -142,7 +161,7 @@ class Credentials:
         wall: WallClock = clock.wall,
         on_event: Callable[[Event], None] | None = None,
         run_command: Callable[[str], Awaitable[str]] | None = None,
-        single_flight: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
+        single_flight: SingleFlight | None = None,
     ) -> None:
         self._profile = profile
         # In a fleet (engine/fleet.py): held around a refresh grant, so one instance spends a
@@ -262,7 +281,11 @@ class Credentials:
         if not self._wants_early_refresh(token):
             return token
         try:
+            if self._single_flight is not None and token.refresh_token:
+                return await self._fleet_refresh(token)
             return await self._grant_and_save(token, doc)
+        except TokenFileError as exc:
+            raise self._error(str(exc)) from None
         except RefreshFailed as exc:
             self._gave_up = _GaveUp(token.access_token, self._wall(), exc.reason)
             log.warning(
@@ -354,40 +377,43 @@ class Credentials:
             return False
         if not token.refresh_token:
             return self._fail(failed, "no refresh token")
-        if self._single_flight is not None:
-            # Named by a digest of the refresh token: the same login everywhere, never the token.
-            digest = hashlib.sha256(token.refresh_token.encode()).hexdigest()[:24]
-            async with self._single_flight(f"refresh:{digest}"):
-                return await self._refresh_unless_replaced(failed)
         try:
-            self._token = await self._grant_and_save(token, doc)
-        except RefreshFailed as exc:
-            return self._fail(failed, exc.reason)
-        return True
-
-    async def _refresh_unless_replaced(self, failed: str) -> bool:
-        """Inside the fleet's lock: another instance may have refreshed while this one waited,
-        and written the new token to the file; only if it did not is a grant asked for."""
-        try:
-            token, doc = self._read_file_or_fail()
+            if self._single_flight is not None:
+                self._token = await self._fleet_refresh(token)
+            else:
+                self._token = await self._grant_and_save(token, doc)
         except TokenFileError as exc:
             return self._fail(failed, str(exc))
-        if token.access_token != failed:
-            self._token = token
-            self._succeeded(f"{self._profile.name}: picked up the token another instance "
-                            "refreshed")
-            return True
-        if not token.refresh_token:
-            return self._fail(failed, "no refresh token")
-        try:
-            self._token = await self._grant_and_save(token, doc)
         except RefreshFailed as exc:
             return self._fail(failed, exc.reason)
         return True
 
-    async def _grant_and_save(self, token: OAuthToken, doc: dict[str, Any]) -> OAuthToken:
-        fmt, path = self._format, self._path
-        assert fmt is not None and path is not None  # only file sources get here
+    async def _fleet_refresh(self, seen: OAuthToken) -> OAuthToken:
+        """Replace `seen` under the fleet's lock: another instance may have refreshed while this
+        one waited, and either written the new token to the file (this machine) or left it in
+        Redis (another machine, with a fleet key); only if neither is a grant asked for.
+        Raises `RefreshFailed` or `TokenFileError`."""
+        assert self._single_flight is not None and seen.refresh_token
+        # Named by a digest of the refresh token: the same login everywhere, never the token.
+        digest = hashlib.sha256(seen.refresh_token.encode()).hexdigest()[:24]
+        async with self._single_flight(f"refresh:{digest}") as flight:
+            token, doc = self._read_file_or_fail()
+            if token.access_token != seen.access_token:
+                self._succeeded(f"{self._profile.name}: picked up the token another instance "
+                                "refreshed")
+                return token
+            record = await flight.shared() if flight is not None else None
+            if record is not None and record.get("access_token") != seen.access_token:
+                new_token = self._save(_grant_of(record, self._wall()), doc)
+                self._succeeded(f"{self._profile.name}: took the token another instance "
+                                "refreshed (shared through the fleet, encrypted)")
+                return new_token
+            return await self._grant_and_save(token, doc, flight)
+
+    async def _grant_and_save(self, token: OAuthToken, doc: dict[str, Any],
+                              flight: SharedTokens | None = None) -> OAuthToken:
+        fmt = self._format
+        assert fmt is not None  # only file sources get here
         if not token.refresh_token:
             raise RefreshFailed("no refresh token")
         grant = await request_refresh(
@@ -396,6 +422,21 @@ class Credentials:
             self._profile.client_id or fmt.client_id,
             token.refresh_token,
         )
+        new_token = self._save(grant, doc)
+        if flight is not None:
+            await flight.share({
+                "access_token": new_token.access_token,
+                "refresh_token": new_token.refresh_token,
+                "expires_at": new_token.expires_at,
+                "id_token": grant.id_token,
+            })
+        self._succeeded(f"{self._profile.name}: token refreshed")
+        return new_token
+
+    def _save(self, grant: GrantResult, doc: dict[str, Any]) -> OAuthToken:
+        """Write `grant` into the credentials file (other keys kept); the token it now holds."""
+        fmt, path = self._format, self._path
+        assert fmt is not None and path is not None  # only file sources get here
         new_doc = fmt.updated(doc, grant, self._wall())
         new_token = fmt.read(new_doc)
         if grant.expires_in is None:
@@ -412,7 +453,6 @@ class Credentials:
                 path,
                 getattr(exc, "strerror", None) or type(exc).__name__,
             )
-        self._succeeded(f"{self._profile.name}: token refreshed")
         return new_token
 
     def _succeeded(self, message: str) -> None:
@@ -447,3 +487,17 @@ class Credentials:
         self._on_event(
             Event(kind="refresh", message=message, profile=self._profile.name, data=data)
         )
+
+
+def _grant_of(record: dict[str, Any], now: float) -> GrantResult:
+    """A token record another instance shared, as the grant it wrote (engine/fleet_tokens.py)."""
+    refresh, expires_at, id_token = (record.get("refresh_token"), record.get("expires_at"),
+                                     record.get("id_token"))
+    lifetime = (float(expires_at) - now if isinstance(expires_at, int | float)
+                and not isinstance(expires_at, bool) else None)
+    return GrantResult(
+        access_token=str(record["access_token"]),
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        expires_in=lifetime if lifetime is not None and lifetime > 0 else None,
+        id_token=id_token if isinstance(id_token, str) and id_token else None,
+    )

@@ -10,10 +10,17 @@ request path reads only local state and never awaits Redis. This module sits bes
   local fact (so a Redis restarted empty is filled again, and an instance that was cut off
   catches up);
 - a fact from another instance that is newer than the local register's drives the local
-  breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown.
+  breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown;
+- health: one instance probes each provider per interval (`health_lease`, engine/health.py) and
+  announces the result (`publish_health`); the others apply it as if they had probed;
+- an OAuth refresh runs under the fleet's lock (`single_flight`), whose `TokenFlight`
+  (engine/fleet_tokens.py) lets the winner leave the new tokens in Redis, Fernet-encrypted with
+  the `[fleet] secret_env` key, for instances on other machines (no key: tokens never go there).
 
 When Redis is down, slow or cut, the task times out, says "fleet: redis unreachable" once (log,
-status), and retries every `RETRY_S`; the instance goes on with its own state meanwhile. Clocks:
+status), and retries every `RETRY_S`; the instance goes on with its own state meanwhile (and
+probes every provider itself). Shutting down sets `closing`, which every loop reads, besides
+cancelling them: a loop never depends on a cancellation arriving to end. Clocks:
 facts carry wall time (they cross machines), so the fleet's clocks should agree to well under a
 breaker's recovery time (NTP does).
 """
@@ -37,6 +44,7 @@ from claudex.engine.clock import Clock, WallClock
 from claudex.engine.events import Event, EventBus
 from claudex.engine.fleet_facts import REGISTERS, Fact, Register, Registers, view
 from claudex.engine.fleet_redis import FleetStore
+from claudex.engine.fleet_tokens import TokenFlight, load_sealer
 from claudex.engine.runtime import ProviderRuntime
 
 log = logging.getLogger("claudex.fleet")
@@ -96,6 +104,9 @@ class Fleet:
         self._publish = publish
         environ = os.environ if env is None else env
         self._password = environ.get(settings.password_env) if settings.password_env else None
+        # Fernet, from `[fleet] secret_env`: None when unset or unusable (said once, at start).
+        self.sealer, self.tokens_problem = load_sealer(settings, environ)
+        self._token_reported = False  # a record that did not decrypt: logged once
         self.registers: dict[str, Registers] = {}
         self._dirty: set[tuple[str, Register]] = set()
         self._wake = asyncio.Event()
@@ -110,6 +121,10 @@ class Fleet:
         self.probe_slots: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._store: FleetStore | None = None  # while connected
+        self.closing = False  # set by close(): every loop ends on it, cancelled or not
+        self._health_sink: Callable[[str, dict[str, Any]], None] | None = None
+        self._health_out: dict[str, dict[str, Any]] = {}  # provider -> result to announce
+        self.health_applied = 0  # probe results from other instances passed to the checker
 
     # -- hooks the engine calls (synchronous: never on Redis' time) ---------------------------
 
@@ -126,9 +141,11 @@ class Fleet:
         elif t.new is BreakerState.CLOSED and t.old is BreakerState.HALF_OPEN:
             self._record(Fact(t.provider, "traffic", "closed", now, self.name))
 
-    def operator(self, provider: str, action: str) -> None:
-        """Trip ("forced_open") or reset ("reset") from this instance's API, CLI or console."""
-        self._record(Fact(provider, "operator", action, self._wall(), self.name))
+    def operator(self, provider: str, action: str, *, until: float | None = None,
+                 reason: str | None = None) -> None:
+        """Trip ("forced_open") or reset ("reset") from this instance's API, CLI or console; a
+        trip's `until` (wall time; None: until reset) and `reason` go with it."""
+        self._record(Fact(provider, "operator", action, self._wall(), self.name, until, reason))
         if action == "reset":
             self._cooldown_seen[provider] = 0.0
 
@@ -139,10 +156,12 @@ class Fleet:
         return self.redis != "connected" or provider in self.probe_slots
 
     @asynccontextmanager
-    async def single_flight(self, what: str) -> AsyncIterator[None]:
+    async def single_flight(self, what: str) -> AsyncIterator[TokenFlight]:
         """Hold the fleet's lock on `what` (an OAuth refresh) for the block. Waits while another
         instance holds it, up to `REFRESH_LOCK_S`; with Redis away or the wait over, the block
-        runs anyway: a refresh is never refused for want of a lock."""
+        runs anyway: a refresh is never refused for want of a lock. The block gets a
+        `TokenFlight`: the tokens another instance left for `what`, and a way to leave its own
+        (both nothing without a `[fleet] secret_env` key)."""
         store = self._store if self.redis == "connected" else None
         holder = f"{self.name}/{uuid.uuid4().hex[:8]}"
         held = False
@@ -159,11 +178,48 @@ class Fleet:
             except _FAULTS:
                 held = False
         try:
-            yield
+            yield TokenFlight(what, store, self.sealer, self._token_unreadable)
         finally:
             if held and store is not None:
                 with suppress(*_FAULTS):
                     await store.drop_lease(what, holder)
+
+    def _token_unreadable(self, why: str) -> None:
+        if not self._token_reported:
+            self._token_reported = True
+            log.warning("fleet: a token another instance shared could not be read (%s; is "
+                        "[fleet] secret_env's key the same on every instance?); refreshing "
+                        "here instead", why)
+
+    # -- health: one prober per provider ----------------------------------------------------
+
+    def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
+        """Where other instances' probe results go (engine/health.py applies them)."""
+        self._health_sink = sink
+
+    async def health_lease(self, provider: str, lease_s: float) -> bool:
+        """Whether this instance probes `provider` this round: it holds (takes or renews) the
+        fleet's lease on its probes. Without Redis, always: every instance probes alone."""
+        store = self._store if self.redis == "connected" else None
+        if store is None:
+            return True
+        try:
+            return await store.hold_lease(f"health:{provider}", self.name, lease_s)
+        except _FAULTS:
+            return True
+
+    def publish_health(self, provider: str, result: dict[str, Any]) -> None:
+        """Announce a probe result of this instance's (sent by the background task)."""
+        if self.redis == "connected":
+            self._health_out[provider] = {**result, "provider": provider, "by": self.name,
+                                          "at": self._wall()}
+            self._wake.set()
+
+    def _health_news(self, record: dict[str, Any]) -> None:
+        if record.get("by") == self.name or self._health_sink is None:
+            return
+        self.health_applied += 1
+        self._health_sink(str(record["provider"]), record)
 
     def _record(self, fact: Fact) -> None:
         if self.registers.setdefault(fact.provider, Registers()).offer(fact):
@@ -199,7 +255,11 @@ class Fleet:
         breaker = rt.breaker
         with self._quietly():
             if fact.register == "operator" and fact.state == "forced_open":
-                breaker.trip()
+                if fact.live(now_wall):  # a timed trip already over is not started again
+                    now = self._clock()
+                    breaker.trip(until=None if fact.until is None
+                                 else now + (fact.until - now_wall),
+                                 reason=fact.reason, since=now + (fact.at - now_wall))
             elif fact.register == "operator":
                 breaker.reset()
                 rt.cooldown_until = 0.0
@@ -235,6 +295,8 @@ class Fleet:
             self._task = asyncio.create_task(self._run(), name="claudex-fleet")
 
     async def close(self) -> None:
+        self.closing = True
+        self._wake.set()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -250,7 +312,7 @@ class Fleet:
         assert self.settings.redis_url is not None
         watcher = asyncio.create_task(self._cooldown_loop())
         try:
-            while True:
+            while not self.closing:
                 store = FleetStore(self.settings.redis_url, self.settings.key_prefix,
                                    password=self._password)
                 try:
@@ -261,12 +323,13 @@ class Fleet:
                     self._unreachable(exc)
                 finally:
                     await store.close()
-                await asyncio.sleep(RETRY_S)
+                if not self.closing:
+                    await asyncio.sleep(RETRY_S)
         finally:
             watcher.cancel()
 
     async def _cooldown_loop(self) -> None:
-        while True:
+        while not self.closing:
             self.watch_cooldowns()
             await asyncio.sleep(COOLDOWN_POLL_S)
 
@@ -289,14 +352,22 @@ class Fleet:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _listen(self, store: FleetStore) -> None:
-        async for fact in store.announcements():
-            self.receive(fact)
+        async for news in store.announcements():
+            if self.closing:
+                return
+            if isinstance(news, Fact):
+                self.receive(news)
+            elif news is not None:
+                self._health_news(news)
 
     async def _write_loop(self, store: FleetStore) -> None:
-        while True:
+        while not self.closing:
             await self._wake.wait()
             self._wake.clear()
             await self._flush(store)
+            health, self._health_out = self._health_out, {}
+            for record in health.values():  # lost if this fails: the next round sends anew
+                await store.announce_health(record)
 
     async def _flush(self, store: FleetStore) -> None:
         dirty, self._dirty = self._dirty, set()
@@ -310,7 +381,7 @@ class Fleet:
             raise
 
     async def _slot_loop(self, store: FleetStore) -> None:
-        while True:
+        while not self.closing:
             await self._slots(store)
             await asyncio.sleep(LEASE_POLL_S)
 
@@ -326,7 +397,7 @@ class Fleet:
                 await store.drop_lease(f"probe:{provider}", self.name)
 
     async def _round_loop(self, store: FleetStore) -> None:
-        while True:
+        while not self.closing:
             await asyncio.sleep(ROUND_S)
             await self._round(store)
 
@@ -381,5 +452,8 @@ class Fleet:
             "key_prefix": self.settings.key_prefix,
             "instances": instances,
             "facts_applied": self.applied,
+            "health_applied": self.health_applied,
+            "tokens": ("shared encrypted" if self.sealer is not None
+                       else self.tokens_problem or "not shared (no [fleet] secret_env)"),
             "probe_slots": sorted(self.probe_slots),
         }

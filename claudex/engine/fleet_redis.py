@@ -5,15 +5,25 @@ Layout, under the `[fleet] key_prefix` (default "claudex"):
 - `{prefix}:fact:{register}:{provider}`: the newest fact of that register (engine/fleet_facts.py),
   with a TTL that ends when the fact stops holding (a trip has none: it holds until a reset).
 - `{prefix}:facts`: the pub/sub channel every written fact is announced on, for immediacy.
+- `{prefix}:health`: the channel health probe results are announced on (never stored: each is
+  applied once, by the instances listening then).
 - `{prefix}:instance:{name}`: each instance's heartbeat, expiring when it stops beating.
+- `{prefix}:lease:{what}`: leases (a half-open slot, a provider's health probes, a refresh lock).
+- `{prefix}:token:{what}`: a refreshed OAuth token, Fernet ciphertext only (engine/fleet_tokens.py),
+  written only when `[fleet] secret_env` holds a key.
 
 A fact is written by one Lua script that compares it with the stored one and writes and announces
 it only if it is newer (the same rule as `Fact.newer_than`), so two instances republishing after an
 outage cannot put an older fact over a newer one, whatever the order their writes arrive in.
 
-Every command is bounded by `timeout_s` (the client's socket timeouts, and `asyncio.wait_for`
+Every command is bounded by `timeout_s` (the client's socket timeouts, and `asyncio.timeout`
 over each call, since a reconnect inside the client could otherwise take longer): a slow or cut
 Redis costs the background task a timeout, never a request, which never awaits any of this.
+(Not `asyncio.wait_for`: on Python 3.11 it swallows a cancellation that arrives as the call
+completes, and a loop around it then outlives the shutdown that cancelled it.)
+
+Closing never waits on the server: `close()` drops the sockets (`disconnect(nowait=True)`, no
+goodbye, no lock taken), so a Redis that is down, restarting or silent cannot hold a shutdown.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -83,6 +94,8 @@ class FleetStore:
         self.prefix = prefix
         self.timeout_s = timeout_s
         self.channel = f"{prefix}:facts"
+        self.health_channel = f"{prefix}:health"
+        self._pubsub: Any = None
         self._client: Redis = Redis.from_url(
             url, password=password, decode_responses=True,
             socket_timeout=timeout_s, socket_connect_timeout=timeout_s,
@@ -93,7 +106,8 @@ class FleetStore:
         self._drop = self._client.register_script(_DROP_LEASE)
 
     async def _bounded(self, call: Awaitable[T]) -> T:
-        return await asyncio.wait_for(call, self.timeout_s * 2)
+        async with asyncio.timeout(self.timeout_s * 2):
+            return await call
 
     async def ping(self) -> None:
         await self._bounded(self._client.ping())
@@ -155,27 +169,82 @@ class FleetStore:
                 found.append(record)
         return sorted(found, key=lambda r: str(r["name"]))
 
+    async def announce_health(self, record: dict[str, Any]) -> None:
+        await self._bounded(self._client.publish(self.health_channel,
+                                                 json.dumps(record, separators=(",", ":"))))
+
+    async def read_token(self, what: str) -> str | None:
+        value: str | None = await self._bounded(self._client.get(f"{self.prefix}:token:{what}"))
+        return value
+
+    async def write_token(self, what: str, sealed: str, ttl_s: float) -> None:
+        await self._bounded(self._client.set(f"{self.prefix}:token:{what}", sealed,
+                                             px=max(1, int(ttl_s * 1000))))
+
     async def _keys(self, pattern: str) -> list[str]:
         return [key async for key in self._client.scan_iter(match=pattern, count=500)]
 
-    async def announcements(self) -> AsyncIterator[Fact]:
-        """Facts as they are announced, until the connection fails (then it raises)."""
-        pubsub = self._client.pubsub()
+    async def announcements(self) -> AsyncIterator[Fact | dict[str, Any] | None]:
+        """Facts, and health results (JSON objects naming `provider` and `by`), as they are
+        announced, until the connection fails (then it raises); None after each quiet second,
+        so the reader can look up."""
+        pubsub = self._pubsub = self._client.pubsub()
         try:
-            await self._bounded(pubsub.subscribe(self.channel))
+            await self._bounded(pubsub.subscribe(self.channel, self.health_channel))
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
-                if message is None or message.get("type") != "message":
+                if message is None:
+                    yield None
+                    continue
+                if message.get("type") != "message":
+                    continue
+                if message.get("channel") == self.health_channel:
+                    record = _health_record(message["data"])
+                    if record is not None:
+                        yield record
                     continue
                 try:
                     yield decode(message["data"])
                 except BadFact:
                     continue
         finally:
-            await _let_go(pubsub.aclose(), self.timeout_s)  # type: ignore[no-untyped-call]
+            self._pubsub = None
+            _drop(getattr(pubsub, "connection", None))
 
     async def close(self) -> None:
+        """Drop every connection at once: nothing is waited for, so nothing can hang."""
+        if self._pubsub is not None:
+            _drop(getattr(self._pubsub, "connection", None))
+        pool = self._client.connection_pool
+        for conn in [*getattr(pool, "_available_connections", ()),
+                     *getattr(pool, "_in_use_connections", ())]:
+            _drop(conn)
         await _let_go(self._client.aclose(), self.timeout_s)
+
+
+def _drop(conn: Any) -> None:
+    """Close a redis-py connection's socket now, without a goodbye or a wait (what its own
+    `disconnect(nowait=True)` does, minus the awaits)."""
+    writer = getattr(conn, "_writer", None)
+    if writer is None:
+        return
+    with suppress(Exception):
+        conn._parser.on_disconnect()
+    with suppress(Exception):
+        writer.transport.abort()
+    conn._reader = None
+    conn._writer = None
+
+
+def _health_record(raw: object) -> dict[str, Any] | None:
+    try:
+        record = json.loads(raw) if isinstance(raw, str | bytes) else None
+    except ValueError:
+        return None
+    if (isinstance(record, dict) and isinstance(record.get("provider"), str)
+            and isinstance(record.get("by"), str)):
+        return record
+    return None
 
 
 async def _let_go(closing: Awaitable[Any], seconds: float) -> None:

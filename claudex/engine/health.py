@@ -9,6 +9,12 @@ request itself, a few times that for the whole probe, credentials and a refresh 
 hung probe ends as a failure and the round completes. An exception that is no transport error
 (a bug, in claudex or a library) is recorded as that profile's probe error in plain words and
 logged once, by type and place only: an exception's message may hold a token.
+
+In a fleet (engine/fleet.py) the rounds are shared: before probing a provider an instance takes
+the fleet's health lease on it (a Redis key with a TTL a bit over the interval, renewed by its
+holder each round), so one instance probes each provider per interval; the result is published
+and every other instance applies it as if it had probed (`ProbeResult`, `apply`). Without Redis,
+every instance probes on its own. A probe asked for by hand (`check_all()`) ignores the lease.
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -39,6 +47,56 @@ _TRANSPORT_ERRORS = (httpx.RequestError, OSError, TimeoutError)
 _PROBE_DEADLINE_TIMEOUTS = 3
 
 
+# A fleet's health lease lasts the interval and this share of it more (at least a second):
+# renewed by its holder at the end of each round, it lapses if the holder stops probing.
+_LEASE_MARGIN = 0.25
+
+ProbeKind = Literal["ok", "unsupported", "auth", "failure"]
+_KINDS: frozenset[str] = frozenset({"ok", "unsupported", "auth", "failure"})
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe found, in a form another instance of a fleet can apply as if it had
+    probed. Outcomes about this instance alone (its credentials unreadable, a bug) are not
+    results: they are recorded here and never published."""
+
+    kind: ProbeKind
+    status: int | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    counts: bool = False  # a failure the breaker counts
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> ProbeResult:
+        """Raises ValueError for anything that is not a result this version wrote."""
+        if not isinstance(data, dict) or data.get("kind") not in _KINDS:
+            raise ValueError("not a probe result")
+        status, latency, error = data.get("status"), data.get("latency_ms"), data.get("error")
+        if status is not None and (isinstance(status, bool) or not isinstance(status, int)):
+            raise ValueError("status must be an integer")
+        if latency is not None and (isinstance(latency, bool)
+                                    or not isinstance(latency, int | float)):
+            raise ValueError("latency_ms must be a number")
+        if error is not None and not isinstance(error, str):
+            raise ValueError("error must be text")
+        return cls(data["kind"], status, None if latency is None else float(latency),
+                   None if error is None else error[:200], data.get("counts") is True)
+
+
+class HealthFleet(Protocol):
+    """What the checker needs of a fleet (engine/fleet.py's `Fleet`)."""
+
+    async def health_lease(self, provider: str, lease_s: float) -> bool: ...
+
+    def publish_health(self, provider: str, result: dict[str, Any]) -> None: ...
+
+    def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None: ...
+
+
 class HealthCore(Protocol):
     config: Config
     runtimes: dict[str, ProviderRuntime]
@@ -46,6 +104,9 @@ class HealthCore(Protocol):
     wall: WallClock
     sleep: Sleep
     events: EventBus
+
+    @property
+    def fleet(self) -> HealthFleet | None: ...
 
 
 def should_probe(rt: ProviderRuntime) -> bool:
@@ -60,20 +121,50 @@ class HealthChecker:
         self.rounds = 0
         # profile name -> the unexpected exception type last logged for it (log each once).
         self._reported: dict[str, str] = {}
+        self.peer_results = 0  # probe results from other instances of a fleet, applied here
+        self.fleet = core.fleet
+        if self.fleet is not None:
+            self.fleet.listen_health(self.from_peer)
 
-    async def check_all(self) -> None:
+    def lease_s(self) -> float:
+        interval = self.core.config.health.interval_seconds
+        return interval + max(1.0, interval * _LEASE_MARGIN)
+
+    async def check_all(self, *, leased: bool = False) -> None:
+        """Probe every enabled profile; `leased` (the background rounds): in a fleet, only
+        those whose health lease this instance holds (takes or renews)."""
         runtimes = [rt for rt in self.core.runtimes.values() if should_probe(rt)]
+        fleet = self.fleet if leased else None
+        if fleet is not None and runtimes:
+            lease = self.lease_s()
+            held = await asyncio.gather(*(fleet.health_lease(rt.name, lease) for rt in runtimes))
+            runtimes = [rt for rt, mine in zip(runtimes, held, strict=True) if mine]
         if runtimes:
             # `probe` never raises, so one profile's failure cannot cut another's result.
             await asyncio.gather(*(self.probe(rt) for rt in runtimes))
+            if fleet is not None:  # the lease counts from the end of the round
+                lease = self.lease_s()
+                await asyncio.gather(*(fleet.health_lease(rt.name, lease) for rt in runtimes))
         self.rounds += 1
         self.core.events.publish(Event("health", f"health round {self.rounds} done", None,
                                        {"probed": len(runtimes)}))
 
+    def from_peer(self, provider: str, data: dict[str, Any]) -> None:
+        """Another instance's probe of `provider`: applied as if this one had probed."""
+        rt = self.core.runtimes.get(provider)
+        if rt is None or not should_probe(rt):
+            return
+        try:
+            result = ProbeResult.from_json(data)
+        except ValueError:
+            return
+        self.peer_results += 1
+        self.apply(rt, result, own=False)
+
     async def run_forever(self) -> None:
         while True:
             try:
-                await self.check_all()
+                await self.check_all(leased=True)
             except Exception as exc:  # a bug must never stop the loop; the next round runs
                 log.warning("health round failed unexpectedly (%s at %s)",
                             type(exc).__name__, _where(exc))
@@ -90,7 +181,8 @@ class HealthChecker:
             if not scope.expired():  # raised inside, not the deadline
                 self._record_unexpected(rt, exc)
                 return
-            self._record_failure(rt, f"probe did not finish within {deadline:g} s", count=False)
+            self._found(rt, ProbeResult("failure",
+                                        error=f"probe did not finish within {deadline:g} s"))
         except asyncio.CancelledError as exc:
             task = asyncio.current_task()
             if task is None or task.cancelling():
@@ -103,6 +195,52 @@ class HealthChecker:
         self._reported.pop(rt.name, None)
 
     async def check(self, rt: ProviderRuntime) -> None:
+        """Probe `rt` once; apply what it found here and announce it to the fleet."""
+        result = await self.measure(rt)
+        if result is not None:  # None: this instance's own credentials, not the fleet's news
+            self._found(rt, result)
+
+    def _found(self, rt: ProviderRuntime, result: ProbeResult) -> None:
+        self.apply(rt, result, own=True)
+        if self.fleet is not None:
+            self.fleet.publish_health(rt.name, result.to_json())
+
+    def apply(self, rt: ProviderRuntime, result: ProbeResult, *, own: bool) -> None:
+        """A probe's result into the health view and the breaker (DESIGN.md "Health"); `own`:
+        this instance probed (a peer's result says nothing about this instance's login)."""
+        health = rt.health
+        if result.kind == "failure":
+            self._record_failure(rt, result.error or "probe failed", count=result.counts)
+            return
+        health.last_checked = self.core.wall()
+        if result.kind == "unsupported":
+            health.unsupported = True
+            health.last_ok = True
+            health.latency_ms = None
+            health.error = "probe unsupported"
+            health.probe_failures = 0
+            return
+        if result.kind == "auth":
+            health.auth_failing = True
+            health.last_ok = False
+            health.latency_ms = result.latency_ms
+            health.error = f"auth failing ({result.status})"
+            return
+        # 2xx, or a 4xx that proves the provider is up and answering.
+        health.unsupported = False
+        health.last_ok = True
+        health.latency_ms = result.latency_ms
+        health.error = None
+        health.probe_failures = 0
+        health.live_failure_since_probe = False
+        if result.status is not None and result.status < 400:
+            health.auth_failing = False
+            if own:
+                rt.credentials.mark_ok()
+        if rt.breaker.state is BreakerState.OPEN:
+            rt.breaker.probe_passed()
+
+    async def measure(self, rt: ProviderRuntime) -> ProbeResult | None:
         profile = rt.profile
         url = (anthropic.models_url(profile.base_url) if profile.protocol == "anthropic"
                else openai.models_url(profile.base_url))
@@ -114,7 +252,7 @@ class HealthChecker:
             except CredentialError as exc:
                 self._record_failure(rt, exc.reason, count=False)
                 health.credentials_problem = exc.reason
-                return
+                return None
             health.credentials_problem = None
             headers = upstream_headers(profile, auth)
             started = self.core.clock()
@@ -125,45 +263,23 @@ class HealthChecker:
                     resp = await self.http.get(url, headers=headers, timeout=timeout)
             except _TRANSPORT_ERRORS as exc:
                 _, words = map_transport_error(exc)
-                self._record_failure(rt, words, count=True)
-                return
-            latency = (self.core.clock() - started) * 1000.0
+                return ProbeResult("failure", error=words, counts=True)
+            latency = round((self.core.clock() - started) * 1000.0, 1)
             status = resp.status_code
             outcome = classify_status(status, oauth=profile.auth_type == "oauth"
                                       or profile.token_command is not None)
             if outcome is Outcome.TOKEN_EXPIRED and not refreshed and auth is not None:
                 if await rt.credentials.refresh_after_401(auth):
                     continue
-            health.last_checked = self.core.wall()
             if status in (404, 405):
-                health.unsupported = True
-                health.last_ok = True
-                health.latency_ms = None
-                health.error = "probe unsupported"
-                health.probe_failures = 0
-                return
+                return ProbeResult("unsupported", status)
             if status in (401, 403) and profile.auth_type != "passthrough":
-                health.auth_failing = True
-                health.last_ok = False
-                health.latency_ms = round(latency, 1)
-                health.error = f"auth failing ({status})"
-                return
+                return ProbeResult("auth", status, latency)
             if outcome in (Outcome.SERVER_ERROR,):
-                self._record_failure(rt, f"server error ({status})", count=True)
-                return
-            # 2xx, or a 4xx that proves the provider is up and answering.
-            health.unsupported = False
-            health.last_ok = True
-            health.latency_ms = round(latency, 1)
-            health.error = None
-            health.probe_failures = 0
-            health.live_failure_since_probe = False
-            if status < 400:
-                health.auth_failing = False
-                rt.credentials.mark_ok()
-            if rt.breaker.state is BreakerState.OPEN:
-                rt.breaker.probe_passed()
-            return
+                return ProbeResult("failure", status, error=f"server error ({status})",
+                                   counts=True)
+            return ProbeResult("ok", status, latency)
+        return None  # not reached: the second pass always returns
 
     def _record_failure(self, rt: ProviderRuntime, error: str, *, count: bool) -> None:
         health = rt.health

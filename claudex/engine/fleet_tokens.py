@@ -1,0 +1,130 @@
+"""OAuth tokens across the machines of a fleet, only ever encrypted.
+
+An OAuth refresh is single-flight across the fleet (engine/fleet.py's `single_flight`, a Redis
+lock named by a digest of the refresh token). On one machine the others then re-read the
+credentials file the winner wrote. Instances on other machines have their own file, which the
+winner cannot write; for them the winner also leaves the new tokens in Redis, under
+`{prefix}:token:refresh:{digest}`, as Fernet ciphertext (cryptography's AES-128-CBC + HMAC-SHA256)
+with the key held in the environment variable `[fleet] secret_env` names. The waiter reads and
+decrypts it, writes it to its own file, and spends no refresh token of its own.
+
+- No `secret_env`, or its variable unset: tokens never enter Redis; each machine keeps its own
+  credentials (and an instance on another machine refreshes on its own, as a lone one would).
+- A key that is not a Fernet key: said once at start (`claudex check` says so with file:line
+  first), and treated as no key.
+- A record that does not decrypt (another key, a damaged or foreign value): logged once, and the
+  instance refreshes locally under the lock.
+
+The key and the tokens are never logged: the key is added to the scrubber, and every message
+here names a reason, never a value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cryptography.fernet import Fernet, InvalidToken
+from redis.exceptions import RedisError
+
+from claudex.config.model import FleetSettings
+from claudex.engine.fleet_redis import FleetStore
+from claudex.engine.secrets import SCRUBBER
+
+log = logging.getLogger("claudex.fleet")
+
+# How long a shared token record lives: a machine whose instances were idle for longer than
+# this finds the refresh token it holds spent and needs its own login.
+TOKEN_TTL_S = 24 * 3600.0
+_FAULTS = (RedisError, OSError, TimeoutError, asyncio.TimeoutError)
+_FIELDS = ("access_token", "refresh_token", "expires_at", "id_token")
+
+
+class BadSeal(ValueError):
+    """A record that cannot be decrypted with this key, or is not a token record."""
+
+
+class Sealer:
+    """Fernet with the fleet's key: token records in, ciphertext out, and back."""
+
+    def __init__(self, key: str) -> None:
+        self._fernet = Fernet(key.strip().encode("ascii"))  # ValueError unless a Fernet key
+
+    def seal(self, record: Mapping[str, Any]) -> str:
+        data = {k: record.get(k) for k in _FIELDS}
+        return self._fernet.encrypt(json.dumps(data).encode()).decode("ascii")
+
+    def unseal(self, sealed: str) -> dict[str, Any]:
+        try:
+            plain = self._fernet.decrypt(sealed.encode("ascii"), ttl=int(TOKEN_TTL_S))
+        except (InvalidToken, UnicodeEncodeError):
+            raise BadSeal("it does not decrypt with this key") from None
+        try:
+            record = json.loads(plain)
+        except ValueError:
+            raise BadSeal("it is not a token record") from None
+        if not isinstance(record, dict) or not isinstance(record.get("access_token"), str):
+            raise BadSeal("it is not a token record")
+        return record
+
+
+def load_sealer(settings: FleetSettings,
+                env: Mapping[str, str]) -> tuple[Sealer | None, str | None]:
+    """The fleet's sealer, or None and why tokens are not shared (None when not asked for)."""
+    if not settings.secret_env:
+        return None, None
+    key = env.get(settings.secret_env, "").strip()
+    if not key:
+        return None, f"not shared ({settings.secret_env} is not set)"
+    SCRUBBER.add([key])
+    try:
+        sealer = Sealer(key)
+    except ValueError:
+        problem = f"not shared ({settings.secret_env} does not hold a Fernet key)"
+        log.warning("fleet: tokens %s; `claudex check` says more", problem)
+        return None, problem
+    return sealer, None
+
+
+class TokenFlight:
+    """What a refresh inside the fleet's lock on `what` may use: the tokens another instance
+    left for it (`shared`), and a way to leave its own (`share`). Both do nothing without Redis
+    or a key; neither ever raises."""
+
+    def __init__(self, what: str, store: FleetStore | None, sealer: Sealer | None,
+                 unreadable: Callable[[str], None]) -> None:
+        self.what = what
+        self._store = store
+        self._sealer = sealer
+        self._unreadable = unreadable
+
+    @property
+    def enabled(self) -> bool:
+        return self._store is not None and self._sealer is not None
+
+    async def shared(self) -> dict[str, Any] | None:
+        if self._store is None or self._sealer is None:
+            return None
+        try:
+            sealed = await self._store.read_token(self.what)
+        except _FAULTS:
+            return None
+        if sealed is None:
+            return None
+        try:
+            return self._sealer.unseal(sealed)
+        except BadSeal as exc:
+            self._unreadable(str(exc))
+            return None
+
+    async def share(self, record: Mapping[str, Any]) -> None:
+        if self._store is None or self._sealer is None:
+            return
+        try:
+            await self._store.write_token(self.what, self._sealer.seal(record), TOKEN_TTL_S)
+        except _FAULTS as exc:
+            log.warning("fleet: could not leave the refreshed token in redis (%s); instances "
+                        "on other machines will refresh on their own", type(exc).__name__)

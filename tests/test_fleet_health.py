@@ -1,0 +1,108 @@
+"""Health probing in a fleet: three `claudex serve` processes and one redis-server. One instance
+probes each provider per interval (a Redis lease), every instance shows the result; with Redis
+gone, each probes on its own again."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from claudex.demo.fake_provider import FakeProvider
+from tests.fleet_world import FleetWorld, fleet_of
+from tests.redis_server import RedisServer
+
+pytestmark = pytest.mark.timeout(120)
+
+INTERVAL_S = 0.5
+HEALTH = f"\n[health]\nenabled = true\ninterval_seconds = {INTERVAL_S}\ntimeout_seconds = 2\n"
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[RedisServer]:
+    server = RedisServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.kill()
+
+
+@pytest.fixture
+async def world(redis: RedisServer, fakes: Any, tmp_path: Path) -> AsyncIterator[FleetWorld]:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    w = FleetWorld(redis, f, tmp_path, extra=HEALTH)
+    try:
+        await asyncio.gather(*(w.spawn(name) for name in ("a", "b", "c")))
+        await w.wait_for(["a", "b", "c"], lambda s: len(fleet_of(s)["instances"]) == 3)
+        yield w
+    finally:
+        await w.close()
+
+
+def probes(fake: FakeProvider) -> int:
+    return sum(1 for r in fake.requests if r.method == "GET" and r.path == "/v1/models")
+
+
+def health(status: dict[str, Any], provider: str = "primary") -> dict[str, Any]:
+    for profile in status["profiles"]:
+        if profile["name"] == provider:
+            found: dict[str, Any] = profile["health"]
+            return found
+    raise AssertionError(f"no {provider}")
+
+
+async def test_one_instance_probes_each_provider_per_interval_and_all_show_it(
+    world: FleetWorld,
+) -> None:
+    primary = world.fakes["primary"]
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["color"] == "green")
+    before, started = probes(primary), time.monotonic()
+    await asyncio.sleep(5.0)  # a window of intervals to count probes in (not a timing check)
+    intervals = (time.monotonic() - started) / INTERVAL_S
+    counted = probes(primary) - before
+    # Leased: about one probe per interval (a lease changing hands may add one), where three
+    # instances probing on their own would send three.
+    assert 1 <= counted <= intervals + 4, (counted, intervals)
+
+    # A provider failing its probes turns red on every instance, though only one probed it.
+    primary.set_fault("500")
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["color"] == "red")
+    colours = {health(await world.status(n))["color"] for n in ("a", "b", "c")}
+    assert colours == {"red"}
+    errors = {health(await world.status(n))["error"] for n in ("a", "b", "c")}
+    assert errors == {"server error (500)"}
+    applied = [fleet_of(await world.status(n))["health_applied"] for n in ("a", "b", "c")]
+    assert sum(1 for n in applied if n > 0) >= 2, applied  # the others took it from the prober
+
+    # It passes again: a passing probe while open moves every breaker on (half-open, then the
+    # fleet's trial closes it) and every instance shows green.
+    await world.wait_breaker(["a", "b", "c"], "open")
+    primary.set_fault("ok")
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["error"] is None
+                         and s["profiles"][0]["breaker"]["state"] != "open")
+
+
+async def test_with_redis_gone_every_instance_probes_on_its_own(
+    world: FleetWorld, redis: RedisServer,
+) -> None:
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["color"] == "green")
+    await redis.kill()
+    await world.wait_for(["a", "b", "c"], lambda s: fleet_of(s)["redis"] == "unreachable")
+    # Nobody tells anybody now: a health view that moves on was probed by its own instance.
+    seen = {n: health(await world.status(n))["last_checked"] for n in ("a", "b", "c")}
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["last_checked"]
+                         > seen[fleet_of(s)["name"]])
+    before, started = probes(world.fakes["primary"]), time.monotonic()
+    await asyncio.sleep(3.0)
+    intervals = (time.monotonic() - started) / INTERVAL_S
+    assert probes(world.fakes["primary"]) - before > intervals + 4  # more than one prober
+    # Redis back: one prober again, and the results reach everyone.
+    await redis.start()
+    await world.wait_for(["a", "b", "c"], lambda s: fleet_of(s)["redis"] == "connected")
+    world.fakes["primary"].set_fault("500")
+    await world.wait_for(["a", "b", "c"], lambda s: health(s)["color"] == "red")
