@@ -82,19 +82,19 @@ class FleetWorld:
         await wait_until_serving(inst.url, proc)
         return inst
 
-    async def stop(self, name: str, sig: int = signal.SIGTERM) -> None:
+    async def stop(self, name: str, sig: int = signal.SIGTERM, limit_s: float = 20.0) -> None:
         inst = self.instances.pop(name)
         if inst.proc.returncode is None:
             inst.proc.send_signal(sig)
             try:
-                await asyncio.wait_for(inst.proc.wait(), 20)
+                await asyncio.wait_for(inst.proc.wait(), limit_s)
             except TimeoutError:
                 inst.proc.kill()  # not left running; and the failure says what it was doing
                 await inst.proc.wait()
                 if inst.drain is not None:
                     await inst.drain
                 tail = "\n".join(inst.log[-30:])
-                message = f"{name} did not stop within 20 s of SIGTERM:\n{tail}"
+                message = f"{name} did not stop within {limit_s:g} s of SIGTERM:\n{tail}"
                 raise AssertionError(message) from None
         if inst.drain is not None:
             await inst.drain

@@ -213,6 +213,41 @@ class SilentRedis:
             await self.server.wait_closed()
 
 
+@pytest.mark.parametrize("outage", ["down", "silent", "restarting"])
+async def test_sigterm_exits_promptly_while_redis_is_away(
+    outage: str, redis: RedisServer, fakes: Any, tmp_path: Path,
+) -> None:
+    """Shutting down never waits on Redis: not on one that is down (connections refused), one
+    that accepts and never answers (hung, or cut mid-command), or one just restarted."""
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    silent = SilentRedis()
+    url = f"redis://127.0.0.1:{await silent.start()}/0" if outage == "silent" else None
+    w = FleetWorld(redis, f, tmp_path, redis_url=url)
+    try:
+        await asyncio.gather(*(w.spawn(name) for name in ("a", "b", "c")))
+        if outage == "silent":
+            await w.wait_for(["a", "b", "c"], lambda s: fleet_of(s)["redis"] == "unreachable")
+        else:
+            await w.wait_for(["a", "b", "c"], lambda s: len(fleet_of(s)["instances"]) == 3)
+            await redis.kill()
+            if outage == "restarting":
+                await redis.start()  # the instances reconnect while they are told to stop
+            else:
+                await w.wait_for(["a", "b", "c"],
+                                 lambda s: fleet_of(s)["redis"] == "unreachable")
+        answers = await asyncio.gather(*(ask(w, n) for n in ("a", "b", "c")))
+        assert all(well_formed(r) for r in answers)
+        for name in ("a", "b", "c"):
+            proc, log = w.instances[name].proc, w.instances[name].log
+            await w.stop(name, limit_s=8.0)  # well inside the 20 s a fleet test allows
+            assert proc.returncode == 0
+            assert any("claudex stopped" in line for line in log), log
+            assert not any("did not stop within" in line for line in log), log
+    finally:
+        await w.close()
+        await silent.stop()
+
+
 @pytest.mark.parametrize("redis_kind", ["refusing", "silent"])
 async def test_an_unreachable_or_silent_redis_costs_requests_nothing(
     redis_kind: str, fakes: Any, proxy_factory: Any,
