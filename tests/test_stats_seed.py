@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 
+from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.engine.journal import Journal
-from claudex.engine.journal_seed import local_midnight, read_seed
+from claudex.engine.journal_seed import Seed, apply_seed, local_midnight, read_seed
 from claudex.engine.latency import MINUTES
-from tests.conftest import build_config, openai_body, profile_toml
+from claudex.engine.usage import Usage
+from tests.conftest import TEST_ENV, build_config, openai_body, profile_toml
 from tests.test_journal import journal_with
 
 
@@ -71,6 +73,10 @@ async def test_a_restart_starts_the_counters_from_the_journal(fakes: Any, proxy_
     second = await lifetime(f, proxy_factory, path)
     seeded = counters((await second.client.get("/_claudex/status")).json())
     assert seeded == before
+    # /metrics counts this process only: a restarted counter must not jump to today's total.
+    metrics = (await second.client.get("/metrics")).text
+    assert 'claudex_provider_requests_total{provider="grok"} 0.0' in metrics
+    assert 'claudex_provider_tokens_total{kind="input",provider="grok"} 0.0' in metrics
     assert (await second.chat(profile="grok")).status_code == 200
     after = counters((await second.client.get("/_claudex/status")).json())["grok"]
     assert after["requests"] == 7 and after["successes"] == 5
@@ -128,3 +134,36 @@ def test_an_unreadable_journal_leaves_the_counters_at_zero(tmp_path: Path,
     assert "start from zero" in caplog.text
     missing = read_seed(tmp_path / "none.sqlite3", now=1000.0, until=1000.0, day_start=0.0)
     assert missing is not None and missing.providers == {}
+
+
+def test_applying_a_seed_sets_the_rates_over_the_minutes_the_journal_saw() -> None:
+    config = build_config("".join(f"""
+[[profiles]]
+name = "{name}"
+provider_type = "DirectAnthropic"
+base_url = "http://127.0.0.1:9"
+api_key_env = "FAKE_KEY"
+""" for name in ("a", "quiet")))
+    now = 60.0 * 29_000_000
+    engine = Engine(config, env=TEST_ENV, wall=lambda: now)
+    seed = Seed(since=now - 30 * 60.0)
+    a = seed.of("a")
+    a.requests, a.failures = 12, 3
+    a.tokens = Usage(100, 20)
+    for back in range(1, 11):  # ten requests a minute ago, ... ten minutes ago, one failing
+        a.minute(int(now // 60) - back)[:] = [1, 1 if back == 4 else 0, 6]
+    a.durations = [(now - 10.0, 700.0), (now - 20.0, 900.0)]
+    seed.of("gone").requests = 5  # a profile no longer configured: ignored
+    apply_seed(seed, engine.runtimes, engine.earlier_tokens)
+    engine.runtimes["a"].stats.requests = 1  # this process's own
+    status = {p["name"]: p for p in engine.snapshot()["profiles"]}
+    stats = status["a"]["stats"]
+    assert stats["requests"] == 13 and stats["failures"] == 3
+    assert status["a"]["tokens"]["input_tokens"] == 100
+    assert stats["requests_per_min"] == round(10 / 30, 2) and stats["error_rate"] == 0.1
+    assert stats["latency"]["duration_p95_ms"] == 900.0
+    assert sum(stats["minutes"]["requests"]) == 10 and stats["minutes"]["requests"][-1] == 0
+    quiet = status["quiet"]["stats"]
+    engine.runtimes["quiet"].stats.observe_attempt(now, "ok", "")
+    assert engine.runtimes["quiet"].stats.window_json(now)["requests_per_min"] == round(1 / 30, 2)
+    assert quiet["requests"] == 0

@@ -73,6 +73,7 @@ class Engine:
             self.events.sinks.append(journal.record)
         self.totals = GlobalStats()
         self.tokens = TokenTotals()
+        self.earlier_tokens = TokenTotals()  # today's, before this start (journal_seed.py)
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
@@ -116,9 +117,10 @@ class Engine:
 
     def _on_transition(self, t: Transition) -> None:
         # `at`: the engine's monotonic clock as the breaker read it, so a checker can verify
-        # recovery times exactly. A trip adds its terms (`until`, `trip_reason`, `since`).
+        # recovery times exactly. A trip adds its terms (`until`, `trip_reason`, `since`);
+        # `listen` says which engine, so a restart restores only its own trips.
         data: dict[str, Any] = {"old": t.old.value, "new": t.new.value, "reason": t.reason,
-                                "at": t.at}
+                                "at": t.at, "listen": self._listen()}
         if t.trip is not None:
             data.update(trip_data(t.trip.until, t.trip.since, t.trip.reason, t.at,
                                   self.wall() - (self.clock() - t.at)))
@@ -143,7 +145,7 @@ class Engine:
     async def start(self, *, health: bool | None = None) -> None:
         if self.journal is not None:
             self._restore_trips(await asyncio.to_thread(trips_in_journal, self.journal.path,
-                                                        self.wall()))
+                                                        self.wall(), self._listen()))
             self.journal.start()
             if self.seeding is None:
                 self.seeding = asyncio.create_task(self._seed_from_journal(),
@@ -162,7 +164,7 @@ class Engine:
         seed = await asyncio.to_thread(read_seed, self.journal.path, now=now,
                                        until=self.started_at, day_start=local_midnight(now))
         if seed is not None:
-            apply_seed(seed, self.runtimes, self.tokens)
+            apply_seed(seed, self.runtimes, self.earlier_tokens)
 
     async def close(self) -> None:
         if self.seeding is not None and not self.seeding.done():
@@ -278,6 +280,9 @@ class Engine:
     async def check_health_now(self) -> None:
         await self.health.check_all()
 
+    def _listen(self) -> str:
+        return f"{self.config.proxy.host}:{self.config.proxy.port}"
+
     def _restore_trips(self, trips: list[SavedTrip]) -> None:
         """Trips in force when the last engine on this journal stopped hold again (history on).
         Runs before the journal's writer starts: the restored trips are journaled anew."""
@@ -306,9 +311,10 @@ class Engine:
             self.events.publish(Event(
                 "trip", f"{name}: {rt.trip_text()}", name,
                 trip_data(None if seconds is None else now + seconds, now, reason, now,
-                          self.wall())))
-        if self.fleet is not None:
-            self.fleet.operator(name, "forced_open")  # everywhere, and kept across restarts
+                          self.wall()) | {"listen": self._listen()}))
+        if self.fleet is not None:  # everywhere, and kept across restarts
+            self.fleet.operator(name, "forced_open", reason=reason,
+                                until=None if seconds is None else self.wall() + seconds)
         return True
 
     def reset(self, name: str) -> bool:
@@ -351,6 +357,11 @@ class Engine:
                                   + (f", removed {', '.join(removed)}" if removed else "")))
         log.info("config reloaded: %d profiles", len(fresh))
 
+    def _tokens_of(self, name: str) -> dict[str, int]:
+        """This process's token sums at `name`, plus the journal's from earlier today."""
+        live, earlier = self.tokens.of_provider(name), self.earlier_tokens.of_provider(name)
+        return {kind: count + earlier.get(kind, 0) for kind, count in live.items()}
+
     def snapshot(self) -> dict[str, Any]:
         now, now_wall = self.clock(), self.wall()
         degraded = self.config.health.degraded_latency_ms
@@ -367,7 +378,7 @@ class Engine:
                                 if self.config.default_profile else None),
             "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
                                                                       now_wall)), rt,
-                                      now_wall) | {"tokens": self.tokens.of_provider(name)}
+                                      now_wall) | {"tokens": self._tokens_of(name)}
                          for name, rt in self.runtimes.items()],
             "tokens_by_profile": {name: u.to_json()
                                   for name, u in self.tokens.by_profile.items()},
