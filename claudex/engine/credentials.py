@@ -41,6 +41,7 @@ from claudex.config.model import Profile
 from claudex.engine import clock
 from claudex.engine.clock import WallClock
 from claudex.engine.events import Event
+from claudex.engine.fleet_tokens import grant_of
 from claudex.engine.oauth import (
     FORMATS,
     CommandFailed,
@@ -404,7 +405,7 @@ class Credentials:
                 return token
             record = await flight.shared() if flight is not None else None
             if record is not None and record.get("access_token") != seen.access_token:
-                new_token = self._save(_grant_of(record, self._wall()), doc)
+                new_token = self._save(grant_of(record, self._wall()), doc)
                 self._succeeded(f"{self._profile.name}: took the token another instance "
                                 "refreshed (shared through the fleet, encrypted)")
                 return new_token
@@ -488,16 +489,3 @@ class Credentials:
             Event(kind="refresh", message=message, profile=self._profile.name, data=data)
         )
 
-
-def _grant_of(record: dict[str, Any], now: float) -> GrantResult:
-    """A token record another instance shared, as the grant it wrote (engine/fleet_tokens.py)."""
-    refresh, expires_at, id_token = (record.get("refresh_token"), record.get("expires_at"),
-                                     record.get("id_token"))
-    lifetime = (float(expires_at) - now if isinstance(expires_at, int | float)
-                and not isinstance(expires_at, bool) else None)
-    return GrantResult(
-        access_token=str(record["access_token"]),
-        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
-        expires_in=lifetime if lifetime is not None and lifetime > 0 else None,
-        id_token=id_token if isinstance(id_token, str) and id_token else None,
-    )

@@ -31,8 +31,8 @@ import asyncio
 import logging
 import os
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager, suppress
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, contextmanager, suppress
 from dataclasses import replace
 from typing import Any
 
@@ -44,7 +44,7 @@ from claudex.engine.clock import Clock, WallClock
 from claudex.engine.events import Event, EventBus
 from claudex.engine.fleet_facts import REGISTERS, Fact, Register, Registers, view
 from claudex.engine.fleet_redis import FleetStore
-from claudex.engine.fleet_tokens import TokenFlight, load_sealer
+from claudex.engine.fleet_tokens import TokenFlight, load_sealer, refresh_lock
 from claudex.engine.runtime import ProviderRuntime
 
 log = logging.getLogger("claudex.fleet")
@@ -155,34 +155,12 @@ class Fleet:
         Redis, every instance decides alone (as a lone instance would)."""
         return self.redis != "connected" or provider in self.probe_slots
 
-    @asynccontextmanager
-    async def single_flight(self, what: str) -> AsyncIterator[TokenFlight]:
-        """Hold the fleet's lock on `what` (an OAuth refresh) for the block. Waits while another
-        instance holds it, up to `REFRESH_LOCK_S`; with Redis away or the wait over, the block
-        runs anyway: a refresh is never refused for want of a lock. The block gets a
-        `TokenFlight`: the tokens another instance left for `what`, and a way to leave its own
-        (both nothing without a `[fleet] secret_env` key)."""
+    def single_flight(self, what: str) -> AbstractAsyncContextManager[TokenFlight]:
+        """The fleet's lock on `what` (an OAuth refresh) for a block, which gets a
+        `TokenFlight` (engine/fleet_tokens.py's `refresh_lock`)."""
         store = self._store if self.redis == "connected" else None
-        holder = f"{self.name}/{uuid.uuid4().hex[:8]}"
-        held = False
-        if store is not None:
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + REFRESH_LOCK_S
-            try:
-                while not (held := await store.hold_lease(what, holder, REFRESH_LOCK_S)):
-                    if loop.time() > deadline:
-                        log.warning("fleet: waited %.0fs for %s; going ahead", REFRESH_LOCK_S,
-                                    what)
-                        break
-                    await asyncio.sleep(0.05)
-            except _FAULTS:
-                held = False
-        try:
-            yield TokenFlight(what, store, self.sealer, self._token_unreadable)
-        finally:
-            if held and store is not None:
-                with suppress(*_FAULTS):
-                    await store.drop_lease(what, holder)
+        return refresh_lock(store, f"{self.name}/{uuid.uuid4().hex[:8]}", what, self.sealer,
+                            self._token_unreadable, REFRESH_LOCK_S)
 
     def _token_unreadable(self, why: str) -> None:
         if not self._token_reported:

@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
 from typing import Any
 
 from cryptography.fernet import Fernet, InvalidToken
@@ -32,6 +33,7 @@ from redis.exceptions import RedisError
 
 from claudex.config.model import FleetSettings
 from claudex.engine.fleet_redis import FleetStore
+from claudex.engine.oauth import GrantResult
 from claudex.engine.secrets import SCRUBBER
 
 log = logging.getLogger("claudex.fleet")
@@ -128,3 +130,45 @@ class TokenFlight:
         except _FAULTS as exc:
             log.warning("fleet: could not leave the refreshed token in redis (%s); instances "
                         "on other machines will refresh on their own", type(exc).__name__)
+
+
+@asynccontextmanager
+async def refresh_lock(store: FleetStore | None, holder: str, what: str, sealer: Sealer | None,
+                       unreadable: Callable[[str], None],
+                       wait_s: float) -> AsyncIterator[TokenFlight]:
+    """Hold the fleet's lock on `what` (an OAuth refresh) for the block: waits while another
+    instance holds it, up to `wait_s` (also the lock's lease: a holder that died frees it so);
+    with Redis away or the wait over, the block runs anyway: a refresh is never refused for want
+    of a lock. The block gets the `TokenFlight` for `what`."""
+    held = False
+    if store is not None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        try:
+            while not (held := await store.hold_lease(what, holder, wait_s)):
+                if loop.time() > deadline:
+                    log.warning("fleet: waited %.0fs for %s; going ahead", wait_s, what)
+                    break
+                await asyncio.sleep(0.05)
+        except _FAULTS:
+            held = False
+    try:
+        yield TokenFlight(what, store, sealer, unreadable)
+    finally:
+        if held and store is not None:
+            with suppress(*_FAULTS):
+                await store.drop_lease(what, holder)
+
+
+def grant_of(record: Mapping[str, Any], now: float) -> GrantResult:
+    """A token record another instance shared, as the grant it wrote."""
+    refresh, expires_at, id_token = (record.get("refresh_token"), record.get("expires_at"),
+                                     record.get("id_token"))
+    lifetime = (float(expires_at) - now if isinstance(expires_at, int | float)
+                and not isinstance(expires_at, bool) else None)
+    return GrantResult(
+        access_token=str(record["access_token"]),
+        refresh_token=refresh if isinstance(refresh, str) and refresh else None,
+        expires_in=lifetime if lifetime is not None and lifetime > 0 else None,
+        id_token=id_token if isinstance(id_token, str) and id_token else None,
+    )
