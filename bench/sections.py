@@ -134,8 +134,10 @@ def throughput(world: World, settings: Settings, wrk_bin: str) -> dict[str, Any]
         }
         for c in settings.connections
     }
-    return {"wrk": rows, "ratios": ratios, "seconds_per_run": settings.throughput_s,
-            "bodies": sections_bodies.throughput(world, wrk_bin, settings.throughput_s)}
+    out: dict[str, Any] = {"wrk": rows, "ratios": ratios, "seconds_per_run": settings.throughput_s}
+    if not settings.quick:  # nine more wrk runs: the full bench only
+        out["bodies"] = sections_bodies.throughput(world, wrk_bin, settings.throughput_s)
+    return out
 
 
 # ------------------------------------------------------------------ streaming
