@@ -192,3 +192,27 @@ def test_hidden_usage_in_any_chunking(size: int) -> None:
     out += hider.finish()
     assert out == (b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"a \\"usage\\":{"}}]}'
                    b"\n\ndata: [DONE]\n\n")
+
+
+async def test_a_chat_stream_from_a_responses_provider_is_counted_and_hidden(
+        fakes: Any, proxy_factory: Any) -> None:
+    f = await fakes(("resp", "responses"))
+    proxy = await proxy_factory(build_config(profile_toml("resp", f["resp"])), fakes=f)
+    events = await _chat_stream(proxy, "resp", asked=False)
+    chunks = [json.loads(e.removeprefix(b"data: ")) for e in events[:-1]]
+    assert chunks and all(c["choices"] and "usage" not in c for c in chunks)
+    counted = tokens((await proxy.client.get("/_claudex/status")).json(), "resp")
+    assert counted["input_tokens"] > 0 and counted["output_tokens"] > 0
+
+
+async def test_include_usage_false_is_overridden_upstream_and_kept_for_the_client(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await pair(fakes, proxy_factory)
+    body = openai_body(stream=True)
+    body["stream_options"] = {"include_usage": False}
+    async with proxy.client.stream("POST", "/proxy/gpt/v1/chat/completions", json=body) as resp:
+        raw = b"".join([chunk async for chunk in resp.aiter_raw()])
+    assert b'"usage"' not in raw and raw.endswith(b"data: [DONE]\n\n")
+    [sent] = proxy.fakes["gpt"].requests
+    assert sent.json["stream_options"] == {"include_usage": True}
+    assert tokens((await proxy.client.get("/_claudex/status")).json(), "gpt")["output_tokens"] > 0
