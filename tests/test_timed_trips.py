@@ -1,15 +1,25 @@
-"""Timed trips with a reason: the breaker, the duration parser, the engine and its interfaces."""
+"""Timed trips with a reason: the breaker, the duration parser, the engine through its admin API,
+restoring trips from the journal, and the words panels use (tests/test_timed_trips_live.py has
+the console dialog, `claudex trip` against `claudex serve`, and a fleet)."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from claudex.config.model import BreakerSettings
+from claudex.config.model import BreakerSettings, Config
+from claudex.console.format import breaker_words, event_colour
 from claudex.engine.breaker import BreakerState, CircuitBreaker, Transition
 from claudex.engine.clock import FakeClock
+from claudex.engine.engine import Engine
+from claudex.engine.events import Event
+from claudex.engine.journal import Journal
 from claudex.engine.trips import DurationError, duration_words, parse_duration, trip_words
+from tests.conftest import TEST_ENV, build_config, profile_toml
 
 # --- the breaker ------------------------------------------------------------------------------
 
@@ -124,3 +134,169 @@ def test_time_left_in_words_reads_back(seconds: float, words: str) -> None:
 def test_trip_words() -> None:
     assert trip_words("maintenance", 720) == "tripped by operator: maintenance (12m left)"
     assert trip_words(None, None) == "tripped by operator (until reset)"
+
+
+# --- the engine, through the admin API on 127.0.0.1 ---------------------------------------------
+
+
+async def two(fakes: Any, proxy_factory: Any, clock: FakeClock) -> Any:
+    f = await fakes(("grok", "openai"), ("deepseek", "openai"))
+    config = build_config(profile_toml("grok", f["grok"], backups=["deepseek"])
+                          + profile_toml("deepseek", f["deepseek"]))
+    return await proxy_factory(config, fakes=f, clock=clock, wall=clock.wall)
+
+
+def grok_status(data: dict[str, Any]) -> dict[str, Any]:
+    return next(p for p in data["profiles"] if p["name"] == "grok")
+
+
+async def test_a_timed_trip_through_the_admin_api_ends_by_itself(fakes: Any,
+                                                                proxy_factory: Any) -> None:
+    clock = FakeClock()
+    proxy = await two(fakes, proxy_factory, clock)
+    seen: list[Event] = []
+    proxy.engine.events.sinks.append(seen.append)
+    resp = await proxy.client.post("/_claudex/breakers/grok/trip",
+                                   json={"for": "20m", "reason": "maintenance window"})
+    assert resp.status_code == 200
+    assert resp.json() == {"name": "grok", "breaker": "forced_open",
+                           "reason": "maintenance window", "until": clock.wall() + 1200,
+                           "retry_in_s": 1200.0}
+    breaker = grok_status((await proxy.client.get("/_claudex/status")).json())["breaker"]
+    assert (breaker["state"], breaker["reason"], breaker["until"], breaker["retry_in_s"]) == (
+        "forced_open", "maintenance window", clock.wall() + 1200, 1200.0)
+    trip = next(e for e in seen if e.kind == "breaker")
+    assert trip.message == ("grok: breaker closed -> forced_open (tripped by operator for 20m: "
+                            "maintenance window)")
+    assert (trip.data["until"], trip.data["trip_reason"]) == (clock.wall() + 1200,
+                                                              "maintenance window")
+    clock.advance(8 * 60)
+    chat = await proxy.chat(profile="grok")
+    assert chat.headers["x-claudex-attempts"] == "grok:forced_open,deepseek:200"
+    assert proxy.fakes["grok"].request_count == 0
+    request = next(e for e in seen if e.kind == "request")
+    assert request.data["attempts"][0]["message"] == (
+        "tripped by operator: maintenance window (12m left)")
+    clock.advance(12 * 60)
+    breaker = grok_status((await proxy.client.get("/_claudex/status")).json())["breaker"]
+    assert (breaker["state"], breaker["reason"], breaker["until"]) == ("half_open", None, None)
+    ended = [e.message for e in seen if e.kind == "breaker"][-1]
+    assert ended == "grok: breaker forced_open -> half_open (trip ended after 20m)"
+    chat = await proxy.chat(profile="grok")  # the one trial decides
+    assert chat.headers["x-claudex-provider"] == "grok"
+    assert proxy.engine.runtimes["grok"].breaker.state.value == "closed"
+
+
+async def test_a_trip_with_no_body_holds_until_reset_and_a_second_trip_says_its_terms(
+        fakes: Any, proxy_factory: Any) -> None:
+    clock = FakeClock()
+    proxy = await two(fakes, proxy_factory, clock)
+    seen: list[Event] = []
+    proxy.engine.events.sinks.append(seen.append)
+    resp = await proxy.client.post("/_claudex/breakers/grok/trip")
+    assert resp.json() == {"name": "grok", "breaker": "forced_open", "reason": None,
+                           "until": None, "retry_in_s": None}
+    await proxy.chat(profile="grok")
+    request = next(e for e in seen if e.kind == "request")
+    assert request.data["attempts"][0]["message"] == "tripped by operator (until reset)"
+    clock.advance(86400)
+    resp = await proxy.client.post("/_claudex/breakers/grok/trip",
+                                   json={"for": 90, "reason": "  extended \n window "})
+    assert resp.json()["reason"] == "extended window" and resp.json()["retry_in_s"] == 90
+    again = [e for e in seen if e.kind == "trip"]
+    assert [e.message for e in again] == [
+        "grok: tripped by operator: extended window (90s left)"]
+    assert again[0].data["until"] == clock.wall() + 90
+    assert len([e for e in seen if e.kind == "breaker"]) == 1  # no transition
+
+
+@pytest.mark.parametrize(("body", "words"), [
+    (b'{"for": "soon"}', "duration looks like"),
+    (b'{"for": -5}', "more than 0"),
+    (b'{"for": "45d"}', "at most 30 days"),
+    (b"not json", "JSON"),
+    (b"[1, 2]", "object"),
+    (b'{"reason": 5}', "reason is a string"),
+    (b'{"until": "20m"}', "unknown key"),
+])
+async def test_a_bad_trip_body_is_a_400_in_words(fakes: Any, proxy_factory: Any, body: bytes,
+                                                 words: str) -> None:
+    proxy = await two(fakes, proxy_factory, FakeClock())
+    resp = await proxy.client.post("/_claudex/breakers/grok/trip", content=body,
+                                   headers={"content-type": "application/json"})
+    assert resp.status_code == 400
+    assert words in resp.json()["error"] and resp.json()["error"].startswith("not tripped: ")
+    assert proxy.engine.runtimes["grok"].breaker.state.value == "closed"
+    missing = await proxy.client.post("/_claudex/breakers/nobody/trip", content=body)
+    assert missing.status_code == 404
+
+
+# --- surviving a restart: two engine lifetimes on one journal -----------------------------------
+
+
+async def test_trips_survive_an_engine_restart_through_the_journal(fakes: Any,
+                                                                   tmp_path: Path) -> None:
+    f = await fakes(("grok", "openai"), ("deepseek", "openai"), ("claude", "openai"))
+    config = build_config(profile_toml("grok", f["grok"], backups=["deepseek"])
+                          + profile_toml("deepseek", f["deepseek"])
+                          + profile_toml("claude", f["claude"]))
+    clock = FakeClock()
+    path = tmp_path / "history.sqlite3"
+
+    async def lifetime(on: Config = config) -> Engine:
+        engine = Engine(on, clock=clock, wall=clock.wall, env=TEST_ENV,
+                        journal=Journal(path, wall=clock.wall))
+        await engine.start(health=False)
+        return engine
+
+    def state(engine: Engine, name: str) -> dict[str, Any]:
+        profile = next(p for p in engine.snapshot()["profiles"] if p["name"] == name)
+        breaker: dict[str, Any] = profile["breaker"]
+        return breaker
+
+    first = await lifetime()
+    assert first.trip("grok", 20 * 60, "maintenance window")
+    assert first.trip("deepseek", None, "flaky")
+    assert first.trip("claude", 60, None)
+    first.reset("claude")
+    await first.close()
+
+    clock.advance(5 * 60)
+    # Another engine sharing the journal (the user's state dir), on another port: not its trips.
+    elsewhere = await lifetime(replace(config, proxy=replace(config.proxy, port=14001)))
+    assert [state(elsewhere, n)["state"] for n in ("grok", "deepseek", "claude")] == [
+        "closed", "closed", "closed"]
+    await elsewhere.close()
+    second = await lifetime()
+    grok = state(second, "grok")
+    assert (grok["state"], grok["reason"], grok["retry_in_s"]) == (
+        "forced_open", "maintenance window", 15 * 60.0)
+    assert grok["until"] == clock.wall() + 15 * 60
+    deepseek = state(second, "deepseek")
+    assert (deepseek["state"], deepseek["reason"], deepseek["until"]) == (
+        "forced_open", "flaky", None)
+    assert state(second, "claude")["state"] == "closed"  # reset before the restart
+    # The trip keeps its length: it still ends "after 20m".
+    restored = second.runtimes["grok"].breaker.snapshot().trip
+    assert restored is not None and restored.since == pytest.approx(clock() - 5 * 60)
+    second.reset("deepseek")
+    await second.close()
+
+    clock.advance(16 * 60)  # grok's trip ended while no engine ran
+    third = await lifetime()
+    assert [state(third, n)["state"] for n in ("grok", "deepseek", "claude")] == [
+        "closed", "closed", "closed"]
+    await third.close()
+
+
+def test_panel_words_for_a_trip() -> None:
+    assert breaker_words({"state": "forced_open", "reason": "maintenance",
+                          "retry_in_s": 720.0}) == "tripped: maintenance · 12m left"
+    assert breaker_words({"state": "forced_open", "reason": "db", "retry_in_s": None}) == (
+        "tripped: db · until reset (r)")
+    assert breaker_words({"state": "forced_open", "retry_in_s": 30}) == (
+        "tripped by operator · 30s left")
+    assert breaker_words({"state": "forced_open"}) == "tripped by operator · r resets"
+    masked = breaker_words({"state": "forced_open", "reason": "key sk-ant-api03-" + "x" * 40})
+    assert "xxxxxxxxxxxx" not in masked
+    assert event_colour(Event("trip", "grok: tripped by operator (until reset)")) == "red"
