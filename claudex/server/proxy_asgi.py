@@ -233,31 +233,40 @@ class ProxyRoutes:
 
     async def _stream(self, result: ForwardResult, stream: AsyncIterator[bytes],
                       receive: Receive, send: Send) -> None:
-        """Relay chunks as they come; stop reading upstream as soon as the client goes away."""
+        """Relay chunks as they come; stop reading upstream as soon as the client goes away.
 
-        async def pump() -> None:
+        The relay runs in this task; one small task waits for the client's disconnect and, while
+        the relay runs, cancels it (one task a stream, not two and an `asyncio.wait`)."""
+        relay = asyncio.current_task()
+        assert relay is not None
+        relaying, left = True, False
+
+        async def client_gone() -> None:
+            nonlocal left
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            if relaying:  # only while this task waits inside the relay below
+                left = True
+                relay.cancel()
+
+        watcher = asyncio.ensure_future(client_gone())
+        try:
             await send({"type": "http.response.start", "status": result.status,
                         "headers": self._raw_headers(result)})
             async for chunk in stream:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            relaying = False
             await send({"type": "http.response.body", "body": b""})
-
-        async def client_gone() -> None:
-            while (await receive())["type"] != "http.disconnect":
-                pass
-
-        sender = asyncio.ensure_future(pump())
-        watcher = asyncio.ensure_future(client_gone())
-        try:
-            await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            if not left:
+                raise
+            relay.uncancel()  # the client left: nothing more to send, and no error
         finally:
-            for task in (sender, watcher):
-                if not task.done():
-                    task.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await task
+            relaying = False
+            if not watcher.done():
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()  # releases the breaker permit if the stream did not finish
-        if sender.done() and not sender.cancelled() and sender.exception() is not None:
-            raise sender.exception()  # type: ignore[misc]
