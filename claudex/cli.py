@@ -21,6 +21,7 @@ from claudex.config.model import Config, ConfigError, HistorySettings
 from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
 from claudex.engine.secrets import SCRUBBER, config_secrets
+from claudex.engine.trips import DurationError, parse_duration, trip_words
 
 
 class CliError(Exception):
@@ -90,10 +91,12 @@ def _admin_headers(args: argparse.Namespace) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
-def _admin(args: argparse.Namespace, method: str, path: str) -> httpx.Response:
+def _admin(args: argparse.Namespace, method: str, path: str,
+           body: dict[str, Any] | None = None) -> httpx.Response:
     url = _base_url(args)
     try:
-        return httpx.request(method, url + path, headers=_admin_headers(args), timeout=10.0)
+        return httpx.request(method, url + path, headers=_admin_headers(args), timeout=10.0,
+                             json=body)
     except httpx.TransportError:
         raise CliError(
             f"No claudex engine answers at {url}. Start one with `claudex serve` "
@@ -226,7 +229,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     outlives the process)."""
     params = {k: v for k, v in (("since", args.since), ("until", args.until),
                                 ("provider", args.provider), ("outcome", args.outcome),
-                                ("limit", args.limit)) if v}
+                                ("limit", args.limit), ("q", args.search),
+                                ("request_id", args.id)) if v}
+    if args.id:
+        params["kind"] = "requests"
     url = _base_url(args)
     try:
         resp = httpx.get(url + "/_claudex/history", params=params,
@@ -239,6 +245,8 @@ def cmd_history(args: argparse.Namespace) -> int:
         if resp.status_code != 200:
             raise _engine_error(resp)
         data = resp.json()
+    if args.id:
+        return _print_request_detail(data, args.id, as_json=args.json)
     if args.json:
         print(SCRUBBER.text(json.dumps(data, indent=2)))
         return 0
@@ -249,6 +257,22 @@ def cmd_history(args: argparse.Namespace) -> int:
         print(line)
     if not lines:
         print("No history in that window.")
+    return 0
+
+
+def _print_request_detail(data: dict[str, Any], request_id: str, *, as_json: bool) -> int:
+    """`claudex history --id`: the request's detail, as the console's detail screen shows it."""
+    from claudex.history_text import detail_lines
+
+    found = [r for r in data.get("requests") or [] if r.get("request_id") == request_id]
+    if not found:
+        raise CliError(f"No request {request_id!r} in the history (ids are in the second "
+                       "column of `claudex history`).")
+    if as_json:
+        print(SCRUBBER.text(json.dumps(found[-1], indent=2)))
+        return 0
+    for line in detail_lines(found[-1]):
+        print(SCRUBBER.text(line))
     return 0
 
 
@@ -273,13 +297,29 @@ def _history_from_file(args: argparse.Namespace, params: dict[str, str]) -> dict
 
 
 def _breaker_command(args: argparse.Namespace, action: str) -> int:
-    resp = _admin(args, "POST", f"/_claudex/breakers/{args.name}/{action}")
+    body: dict[str, Any] | None = None
+    timed = getattr(args, "duration", None)
+    reason = getattr(args, "reason", None)
+    if timed is not None or reason:
+        try:
+            seconds = None if timed is None else parse_duration(timed)
+        except DurationError as exc:
+            raise CliError(f"--for: {exc}.") from None
+        body = {"for": seconds, "reason": reason}
+    resp = _admin(args, "POST", f"/_claudex/breakers/{args.name}/{action}", body)
     if resp.status_code == 404:
         raise CliError(f"No profile named {args.name!r} on the running engine.")
+    if resp.status_code == 400 and action == "trip":
+        raise CliError(str(resp.json().get("error") or "not tripped").capitalize() + ".")
     if resp.status_code != 200:
         raise _engine_error(resp)
-    state = resp.json().get("breaker")
-    print(f"{args.name}: breaker {state}")
+    data = resp.json()
+    line = f"{args.name}: breaker {data.get('breaker')}"
+    if body is not None and data.get("breaker") == "forced_open":
+        left = data.get("retry_in_s")
+        line += ", " + trip_words(data.get("reason"),
+                                  left if isinstance(left, int | float) else None)
+    print(SCRUBBER.text(line))
     return 0
 
 
@@ -450,6 +490,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = add(name, text)
         p.add_argument("name")
         p.add_argument("--url")
+        if name == "trip":
+            p.add_argument("--for", dest="duration", metavar="DURATION",
+                           help="for how long: 90s, 20m, 1h30m, 2h (then half-open; default: "
+                                "until reset)")
+            p.add_argument("--reason", help="why, in a few words (shown with the trip)")
         p.set_defaults(func=func)
     p = add("history", "list journaled requests and events (from the engine, or its file)")
     p.add_argument("--since", help="how far back: 30s, 10m, 2h, 1d, or epoch seconds")
@@ -457,6 +502,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--provider", help="only requests that tried this provider, and its events")
     p.add_argument("--outcome", choices=("ok", "failover", "failed"))
     p.add_argument("--limit", help="at most this many of each (default 500)")
+    p.add_argument("--search", "-q", metavar="TEXT",
+                   help="only rows mentioning TEXT (provider, model, status, id, trail, message)")
+    p.add_argument("--id", metavar="REQUEST_ID",
+                   help="one request's detail: every attempt's timings and reasons, headers")
     p.add_argument("--json", action="store_true")
     p.add_argument("--url", help="engine URL (default from the config's host and port)")
     p.set_defaults(func=cmd_history)
