@@ -24,6 +24,7 @@ from claudex.engine.journal_query import (
 )
 from claudex.history_text import detail_lines, history_lines, record_from_event
 from tests.conftest import TEST_ENV, build_config
+from tests.test_cli import claudex
 
 
 def request_event(request_id: str, provider: str, status: int, trail: list[str], at: float,
@@ -179,6 +180,24 @@ async def test_local_link_reads_the_engines_journal(journal_file: Path) -> None:
         await engine.close()
 
 
+async def test_threaded_link_reads_the_journal_off_both_loops(journal_file: Path) -> None:
+    from claudex.console.engine_thread import EngineThread
+    from claudex.console.threaded_link import ThreadedLink
+
+    async def make() -> Engine:
+        return Engine(build_config(""), env=TEST_ENV, journal=Journal(journal_file))
+
+    thread: EngineThread[Engine] = EngineThread(make)
+    engine = thread.start()
+    try:
+        link = ThreadedLink(engine, thread)
+        page = await link.history("requests", until=T + 1.5, text="a")
+        assert [r["request_id"] for r in page.rows] == ["r1", "r2"]
+        assert (await link.history("events", text="nothing like it")).rows == []
+    finally:
+        thread.stop()
+
+
 async def test_the_history_route_searches(journal_file: Path, proxy_factory: Any) -> None:
     proxy = await proxy_factory(build_config(""), journal=Journal(journal_file))
     resp = await proxy.client.get("/_claudex/history", params={
@@ -216,3 +235,21 @@ def test_missing_fields_read_as_a_dash() -> None:
 def test_the_listing_shows_the_request_id(journal_file: Path) -> None:
     lines = history_lines(read_history(journal_file, HistoryQuery(kind="requests")))
     assert [line.split()[2] for line in lines] == ["r1", "r2", "r3"]
+
+
+async def test_claudex_history_id_and_search_from_the_file(journal_file: Path,
+                                                           tmp_path: Path) -> None:
+    config = tmp_path / "profiles.toml"
+    config.write_text(f'[proxy]\nport = 9\n[history]\npath = "{journal_file}"\n')
+    config.chmod(0o600)
+    code, out, err = await claudex("--config", str(config), "history", "--id", "r2")
+    assert code == 0, err
+    assert "attempts (2)" in out and "upstream said 50% off_peak" in out
+    code, out, err = await claudex("--config", str(config), "history", "--id", "r2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["request_id"] == "r2"
+    code, out, err = await claudex("--config", str(config), "history", "--id", "nope")
+    assert code != 0 and "No request 'nope'" in err
+    code, out, err = await claudex("--config", str(config), "history", "-q", "grok")
+    assert code == 0, err
+    assert "r3" in out and "r1" not in out
