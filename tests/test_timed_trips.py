@@ -291,9 +291,9 @@ async def test_trips_survive_an_engine_restart_through_the_journal(fakes: Any,
 
 def test_panel_words_for_a_trip() -> None:
     assert breaker_words({"state": "forced_open", "reason": "maintenance",
-                          "retry_in_s": 720.0}) == "tripped: maintenance · 12m left"
+                          "retry_in_s": 720.0}) == "tripped · 12m left · maintenance"
     assert breaker_words({"state": "forced_open", "reason": "db", "retry_in_s": None}) == (
-        "tripped: db · until reset (r)")
+        "tripped · until reset · db")
     assert breaker_words({"state": "forced_open", "retry_in_s": 30}) == (
         "tripped by operator · 30s left")
     assert breaker_words({"state": "forced_open"}) == "tripped by operator · r resets"

@@ -78,14 +78,19 @@ def breaker_words(breaker: Mapping[str, Any]) -> str:
 
 
 def tripped_words(breaker: Mapping[str, Any], reason_limit: int = 60) -> str:
-    """A trip as panels and the chain say it: `tripped: maintenance · 12m left`, `tripped by
-    operator · r resets` (the reason is the operator's words, masked all the same)."""
+    """A trip as panels and the chain say it: `tripped · 12m left · maintenance`, `tripped ·
+    until reset · maintenance`, `tripped by operator · r resets`. The time comes before the
+    reason, so a narrow panel that cuts the line keeps it; the reason is the operator's words,
+    masked all the same."""
     reason = safe(str(breaker.get("reason") or ""), reason_limit)
     left = breaker.get("retry_in_s")
-    head = f"tripped: {reason}" if reason else "tripped by operator"
     if isinstance(left, int | float) and not isinstance(left, bool):
-        return f"{head} · {duration_words(left)} left"
-    return f"{head} · {'until reset (r)' if reason else 'r resets'}"
+        head = f"tripped · {duration_words(left)} left"
+    elif reason:
+        head = "tripped · until reset"
+    else:
+        return "tripped by operator · r resets"
+    return f"{head} · {reason}" if reason else head
 
 
 def state_label(state: str) -> str:
