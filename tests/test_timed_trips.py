@@ -295,7 +295,7 @@ def test_panel_words_for_a_trip() -> None:
     assert breaker_words({"state": "forced_open", "reason": "db", "retry_in_s": None}) == (
         "tripped · until reset · db")
     assert breaker_words({"state": "forced_open", "retry_in_s": 30}) == (
-        "tripped by operator · 30s left")
+        "tripped · 30s left")
     assert breaker_words({"state": "forced_open"}) == "tripped by operator · r resets"
     masked = breaker_words({"state": "forced_open", "reason": "key sk-ant-api03-" + "x" * 40})
     assert "xxxxxxxxxxxx" not in masked
