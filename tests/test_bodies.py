@@ -174,11 +174,12 @@ async def test_an_escaped_lone_surrogate_is_valid_json_and_goes_escaped(
     (b"  ", "empty"),
     (b"[" * 5000 + b"]" * 5000, "nested too deeply"),
 ])
-@pytest.mark.parametrize("client", ["anthropic", "openai"])
+@pytest.mark.parametrize("client", ["anthropic", "openai", "responses"])
 async def test_unreadable_bodies_are_a_400_in_the_clients_format(
         proxy: Any, recorder: Recorder, raw: bytes, words: str, client: str) -> None:
-    path, profile = ("v1/messages", "same") if client == "anthropic" else \
-        ("v1/chat/completions", "oai")
+    path, profile = {"anthropic": ("v1/messages", "same"),
+                     "openai": ("v1/chat/completions", "oai"),
+                     "responses": ("v1/responses", "oai")}[client]
     response = await _post(proxy, profile, raw, path)
     assert response.status_code == 400
     body = response.json()
