@@ -12,6 +12,9 @@ Phases:
               `instance_every_s`
     quiet     faults healed, every breaker reset from one instance, no traffic; then every
               instance must show the same state for every breaker, and Redis connected
+    probes    still no traffic, Redis up: the health probes every provider gets in
+              `probe_window_s` are counted, against what independent instances would send
+              (one instance probes each provider per interval, holding the fleet's lease)
 
 Judges: every answer is judged as the single-instance soak judges it (malformed, lost or late is a
 violation), except a connection refused by an instance that is restarting — a load balancer's
@@ -57,6 +60,7 @@ class FleetPlan:
     redis_every_s: float = 9.0
     instance_every_s: float = 13.0
     outage_s: float = 4.0
+    probe_window_s: float = 5.0
     limits: Limits = field(default_factory=Limits)
 
 
@@ -74,6 +78,9 @@ class FleetReport:
     disagreements: list[str] = field(default_factory=list)
     refresh_grants: int = 0
     rotations: int = 0
+    probes: int = 0  # health probes counted in the probe window, every provider
+    stop_s: list[float] = field(default_factory=list)  # SIGTERM to exit, per instance restart
+    probes_independent: float = 0.0  # what the instances would send probing on their own
 
     @property
     def requests(self) -> int:
@@ -92,6 +99,9 @@ class FleetReport:
                 "outage_upstream_calls": self.outage_calls,
                 "outage_independent_minimum": self.outage_independent_min,
                 "refresh_grants": self.refresh_grants, "token_rotations": self.rotations,
+                "health_probes": self.probes,
+                "sigterm_to_exit_max_s": round(max(self.stop_s, default=0.0), 2),
+                "health_probes_independent": round(self.probes_independent, 1),
                 "actions": dict(self.actions), "violations": self.violations}
 
 
@@ -166,8 +176,10 @@ class FleetSoak:
         proc = inst.proc
         if proc is not None and proc.returncode is None:
             proc.terminate()
+            began = time.monotonic()
             try:
                 await asyncio.wait_for(proc.wait(), 20)
+                self.report.stop_s.append(time.monotonic() - began)
             except TimeoutError:
                 proc.kill()
                 await proc.wait()
@@ -229,9 +241,32 @@ class FleetSoak:
             for task in chaos:
                 task.cancel()
             await asyncio.gather(*chaos, return_exceptions=True)
+        for inst in self.instances:  # a restart the end of chaos cut short is finished
+            if inst.proc is None or inst.proc.returncode is not None:
+                await self._spawn(inst)
+                inst.down_since = None
         await self._quiet_and_agree()
+        await self._count_probes()
         self.report.refresh_grants = self.tokens.call_count
         return self.report
+
+    async def _count_probes(self) -> None:
+        def probes() -> dict[str, int]:
+            return {name: sum(1 for r in fake.requests if r.path.endswith("/models"))
+                    for name, fake in self.fakes.items()}
+
+        before, started = probes(), time.monotonic()
+        await asyncio.sleep(self.plan.probe_window_s)
+        elapsed, after = time.monotonic() - started, probes()
+        probed = [n for n in after if after[n] > before[n]]
+        self.report.probes = sum(after[n] - before[n] for n in probed)
+        self.report.probes_independent = (len(self.instances) * len(probed) * elapsed
+                                          / self.plan.limits.health_interval)
+        if self.report.probes > 0.6 * self.report.probes_independent:
+            self.report.violations.append(
+                f"{self.report.probes} health probes in {elapsed:.1f} s: about as many as "
+                f"{len(self.instances)} independent instances would send "
+                f"({self.report.probes_independent:.0f})")
 
     async def _outage(self) -> None:
         fake = self.fakes[OUTAGE_PROVIDER]
@@ -400,11 +435,14 @@ def print_fleet_report(report: FleetReport, out: Callable[[str], None] = print) 
         ("refused while an instance restarted", report.refused_restarting),
         ("redis restarts (killed, started empty)", report.redis_restarts),
         ("instance restarts", report.instance_restarts),
+        ("SIGTERM to exit, slowest restart", f"{max(report.stop_s, default=0.0):.2f} s"),
         ("token rotations / refresh grants", f"{report.rotations} / {report.refresh_grants}"),
         ("upstream calls to a dead provider: fleet",
          f"{report.outage_calls} (independent instances: at least "
          f"{report.outage_independent_min})"),
         ("breakers disagreeing after quiet", len(report.disagreements)),
+        (f"health probes in {plan.probe_window_s:.0f} s: fleet",
+         f"{report.probes} (independent instances: about {report.probes_independent:.0f})"),
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
