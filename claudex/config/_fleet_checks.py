@@ -58,12 +58,10 @@ def fleet_key_problem(value: str) -> str | None:
     """Why `value` is not a Fernet key (32 bytes in URL-safe base64: 44 characters), or None.
     The sentence never quotes the value: it is a secret even when malformed."""
     text = value.strip()
-    if len(text) != 44:
-        return f"is {len(text)} characters long, not the 44 of a Fernet key"
     try:
         raw = base64.b64decode(text.encode("ascii"), altchars=b"-_", validate=True)
     except (ValueError, UnicodeEncodeError):
-        return "is not URL-safe base64"
-    if len(raw) != 32:
-        return "is not URL-safe base64 of 32 bytes"
+        raw = b""
+    if len(text) != 44 or len(raw) != 32:
+        return "does not hold a Fernet key (32 bytes in URL-safe base64, 44 characters)"
     return None
