@@ -106,3 +106,21 @@ async def test_with_redis_gone_every_instance_probes_on_its_own(
     await world.wait_for(["a", "b", "c"], lambda s: fleet_of(s)["redis"] == "connected")
     world.fakes["primary"].set_fault("500")
     await world.wait_for(["a", "b", "c"], lambda s: health(s)["color"] == "red")
+
+
+def test_a_probe_result_round_trips_and_anything_else_on_the_channel_is_refused() -> None:
+    from claudex.engine.fleet_redis import _health_record
+    from claudex.engine.health import ProbeResult
+
+    for result in (ProbeResult("ok", 200, 12.5), ProbeResult("auth", 401, 3.0),
+                   ProbeResult("unsupported", 404),
+                   ProbeResult("failure", 503, error="server error (503)", counts=True)):
+        assert ProbeResult.from_json(result.to_json()) == result
+    for bad in (None, [], {"kind": "great"}, {"kind": "ok", "status": "200"},
+                {"kind": "ok", "status": True}, {"kind": "ok", "latency_ms": "fast"},
+                {"kind": "failure", "error": 5}):
+        with pytest.raises(ValueError):
+            ProbeResult.from_json(bad)
+    assert _health_record('{"provider": "p", "by": "a", "kind": "ok"}') is not None
+    for raw in ("not json", "[1]", '{"provider": 1, "by": "a"}', '{"provider": "p"}', "9" * 5000):
+        assert _health_record(raw) is None
