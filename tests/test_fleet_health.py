@@ -116,6 +116,7 @@ def test_a_probe_result_round_trips_and_anything_else_on_the_channel_is_refused(
                    ProbeResult("unsupported", 404),
                    ProbeResult("failure", 503, error="server error (503)", counts=True)):
         assert ProbeResult.from_json(result.to_json()) == result
+    bad: object
     for bad in (None, [], {"kind": "great"}, {"kind": "ok", "status": "200"},
                 {"kind": "ok", "status": True}, {"kind": "ok", "latency_ms": "fast"},
                 {"kind": "failure", "error": 5}):
