@@ -1,4 +1,5 @@
-"""How the console looks: the main screen in each colour state, and help (pytest-textual-snapshot).
+"""How the console looks: the main screen in each colour state, help, and the panel grid and the
+provider table with 3 and 60 profiles at 140x44 and 100x30 (pytest-textual-snapshot).
 
 Everything on screen is fixed: the engine runs on a FakeClock (uptime, countdowns, error ages),
 times are shown in UTC from fixed event times, probe results and statistics are set by hand, and
@@ -22,8 +23,10 @@ from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from tests.conftest import TEST_ENV, build_config
+from tests.table_world import StatsLink, many_profiles_toml, set_scene, stats_for
 
 SIZE = (140, 44)
+SMALL = (100, 30)
 START = 1_750_000_000.0  # wall time the fake clock starts at
 
 PROFILES = """
@@ -128,10 +131,11 @@ def broken(engine: Engine, clock: FakeClock) -> list[Event]:
     ]
 
 
-def make_app(scene: Scene, *, read_only: bool = False
+def make_app(scene: Scene, *, read_only: bool = False, profiles: str = PROFILES,
+             stats: bool = False
              ) -> tuple[ConsoleApp, Engine, Callable[[Pilot[None]], Awaitable[None]]]:
     clock = FakeClock(start=1000.0, wall_start=START)
-    engine = Engine(build_config(PROFILES), clock=clock, wall=clock.wall, sleep=clock.sleep,
+    engine = Engine(build_config(profiles), clock=clock, wall=clock.wall, sleep=clock.sleep,
                     env=TEST_ENV)
     clock.advance(3723)  # uptime 1h02m
     for second in range(1, 10):
@@ -142,12 +146,14 @@ def make_app(scene: Scene, *, read_only: bool = False
     engine.totals.failovers = sum(1 for e in requests if len(e.data["attempts"]) > 1)
     # Transitions made while setting the scene carry real times; show fixed ones instead.
     engine.events.recent.clear()
-    if engine.runtimes["claude"].breaker.state.value == "open":
+    if "claude" in engine.runtimes and engine.runtimes["claude"].breaker.state.value == "open":
         engine.events.publish(Event("breaker", "claude: breaker closed -> open "
                                     "(3 consecutive failures)", "claude",
                                     {"old": "closed", "new": "open"}, time=clock.wall() - 12))
-    app = ConsoleApp(LocalLink(engine), read_only=read_only, time_text=utc_text,
-                     wall=clock.wall)
+    # The table's statistics (per minute, latency percentiles), the same on every run.
+    link = (StatsLink(engine, {name: stats_for(i) for i, name in enumerate(engine.runtimes)})
+            if stats else LocalLink(engine))
+    app = ConsoleApp(link, read_only=read_only, time_text=utc_text, wall=clock.wall)
 
     async def run_before(pilot: Pilot[None]) -> None:
         await pilot.pause()
@@ -186,3 +192,24 @@ def test_help(snap_compare: Any, engines: list[Engine]) -> None:
     engines.append(engine)
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before,
                         press=["question_mark"])
+
+
+def many(engine: Engine, clock: FakeClock) -> list[Event]:
+    set_scene(engine, clock)
+    t = clock.wall() - 30
+    return [request(t + i * 3, f"p{i % 7 + 1:02d}", f"p{i % 7 + 1:02d} 200", ms=300.0 + i * 41)
+            for i in range(6)]
+
+
+@pytest.mark.parametrize("size", [SIZE, SMALL], ids=["140x44", "100x30"])
+@pytest.mark.parametrize("count", [3, 60])
+@pytest.mark.parametrize("view", ["grid", "table"])
+def test_grid_and_table(snap_compare: Any, engines: list[Engine], view: str, count: int,
+                        size: tuple[int, int]) -> None:
+    scene = healthy if count == 3 else many
+    app, engine, run_before = make_app(scene, profiles=PROFILES if count == 3
+                                       else many_profiles_toml(count), stats=True)
+    engines.append(engine)
+    default = "table" if count > 12 else "grid"
+    assert snap_compare(app, terminal_size=size, run_before=run_before,
+                        press=[] if view == default else ["v"])

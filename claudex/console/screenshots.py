@@ -2,9 +2,11 @@
 
     python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/)
 
-States: all healthy; the primary down with failover in the request log; its breaker half-open;
+States: all healthy; the primary down with failover in the request log, and one such request's
+detail; its breaker half-open;
 the profile editor (skipped while `claudex/console/editor.py` does not exist); help; a console
-attached over HTTP to the demo's engine, and the same once that engine stopped answering. The demo
+attached over HTTP to the demo's engine, and the same once that engine stopped answering; the
+provider table with 60 profiles (screenshots_table.py). The demo
 world, the engine and the proxy are the real ones; traffic is sent request by request and the
 engine's clock is moved by hand (no waiting for the 15 s recovery), so every run shows the same
 thing. PNGs come from `rsvg-convert` (Debian: librsvg2-bin).
@@ -29,6 +31,7 @@ from claudex.console.app import ConsoleApp
 from claudex.console.hosting import Hosted, host_demo
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
+from claudex.console.screenshots_table import take_table_screenshots
 from claudex.demo.traffic import RequestKind
 
 SIZE: Final = (140, 44)
@@ -96,6 +99,15 @@ async def _scenes(hosted: Hosted, shot: Shooter, clock: MovableClock) -> None:
     await _traffic(hosted, MIX)
     await hosted.engine.check_health_now()
     await shot.shoot("failover")
+    # The detail of a request that failed over after a refused connection (a stream, if one
+    # did): both attempts timed.
+    rows = shot.app.main_screen._requests.visible_rows()
+    tried = [i for i, row in enumerate(rows) if "connect_error" in row.trail]
+    streamed = [i for i in tried if "stream" in rows[i].request]
+    up = len(rows) - 1 - (streamed or tried or [len(rows) - 1])[-1]
+    await pilot.press("tab", *(["up"] * up), "enter")
+    await shot.shoot("request-detail")
+    await pilot.press("escape", "tab")
 
     shot.app.main_screen.note(hosted.controls.inject("claude", "ok"))
     recovery = hosted.engine.runtimes["claude"].breaker.snapshot().retry_in_s or 0.0
@@ -183,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet.propagate = False
     pictures = asyncio.run(take_screenshots())
     pictures.update(asyncio.run(take_attached_screenshots()))
+    pictures.update(asyncio.run(take_table_screenshots(SIZE)))
     out.mkdir(parents=True, exist_ok=True)
     svgs = []
     for name, svg in pictures.items():

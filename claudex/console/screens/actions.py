@@ -27,21 +27,30 @@ from claudex.console.http_link import is_local_url
 from claudex.console.link import DemoHooks, EngineLink, LinkError
 from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.help import HelpLine, HelpScreen
+from claudex.console.screens.trip_dialog import TripScreen
+from claudex.engine.trips import duration_words
 
-MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete"})
+MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete", "toggle_enabled"})
+TABLE_ONLY: Final = frozenset({"cycle_sort"})
 DEMO_ONLY: Final = frozenset({"traffic", "fault"})
 
 ACTION_TEXT: Final[dict[str, str]] = {
-    "trip": "trip the selected provider's breaker: force it open until reset",
+    "trip": "trip the selected provider: open for a while (20m) or until reset, and why",
     "reset": "reset the selected provider's breaker: close it and clear its counters",
     "health": "health-check every provider now",
     "edit": "edit the selected profile",
     "add": "add a profile",
     "delete": "delete the selected profile from the config file",
-    "filter": "filter the request log (enter keeps it, escape clears it)",
+    "toggle_enabled": "disable or enable the selected profile (writes enabled = false / true)",
+    "toggle_view": "switch between the panel grid and the provider table",
+    "cycle_sort": "table: sort by state, error rate, p95 latency, name (in turn)",
+    "filter": "filter the request log and the table (enter keeps it, escape clears it)",
     "help": "show this help",
+    "focus_requests": "into the request log and back: ↑ ↓ j k pick a request, enter shows its "
+                      "attempts, timings and headers; past the oldest row, older ones come "
+                      "from the history journal",
     "quit": "quit (asks first while requests are in flight)",
-    "select": "select the previous / next profile (or click its panel)",
+    "select": "select the previous / next profile (or click its panel or table row)",
     "clear_filter": "clear the request filter",
     "traffic": "start or stop the demo traffic (a few requests a second)",
 }
@@ -64,6 +73,7 @@ class ActionsMixin(Screen[None]):
     read_only: bool
     demo: DemoHooks | None
     selected: str | None
+    view: str | None
     snapshot_data: dict[str, Any]
     config_check: Callable[[], Awaitable[None]] | None
 
@@ -81,6 +91,8 @@ class ActionsMixin(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in DEMO_ONLY and self.demo is None:
             return False  # hidden: not a demo
+        if action in TABLE_ONLY and self.view != "table":
+            return False  # hidden: the grid has no sort
         if action in MODIFYING and self.read_only:
             return None  # shown disabled
         return True
@@ -131,23 +143,25 @@ class ActionsMixin(Screen[None]):
         if self._breaker_state(name) == "forced_open":
             self.notify(f"{name} is already tripped; r resets it.")
             return
-        self.app.push_screen(
-            ConfirmScreen(f"Trip {name}?",
-                          f"Force {name}'s breaker open: requests skip it and fail over along "
-                          "their chain until you reset it (r).", "Trip", danger=True),
-            callback=partial(self._trip_confirmed, name))
+        dialog = TripScreen(name)  # for how long, and why (screens/trip_dialog.py)
+        self.app.push_screen(dialog, callback=partial(self._trip_confirmed, name, dialog))
 
-    async def _trip_confirmed(self, name: str, confirmed: bool | None) -> None:
-        if not confirmed:
+    async def _trip_confirmed(self, name: str, dialog: TripScreen,
+                              confirmed: bool | None) -> None:
+        asked = dialog.asked
+        if not confirmed or asked is None:
             return
         try:
-            tripped = await self.link.trip(name)
+            tripped = await self.link.trip(name, asked.seconds, asked.reason)
         except LinkError as exc:
             self.notify(str(exc), severity="error")
             return
         if tripped:
-            self.note(f"operator tripped {name}")
-            self.notify(f"{name}: breaker tripped")
+            terms = ("until reset" if asked.seconds is None
+                     else f"for {duration_words(asked.seconds)}")
+            self.note(f"operator tripped {name} {terms}"
+                      + (f": {asked.reason}" if asked.reason else ""))
+            self.notify(f"{name}: tripped {terms}")
         else:
             self.notify(f"No profile named {name} any more.", severity="warning")
         self.request_refresh()
@@ -288,6 +302,58 @@ class ActionsMixin(Screen[None]):
         self.note(f"operator deleted profile {name}")
         if await self.reload_config():
             self.notify(f"Deleted {name}.")
+
+    def _profile(self, name: str) -> dict[str, Any] | None:
+        return next((p for p in self._profiles() if p.get("name") == name), None)
+
+    def action_toggle_enabled(self) -> None:
+        name = self._target("toggle_enabled")
+        if name is None:
+            return
+        path = self._config_path()
+        if path is None:
+            return
+        profile = self._profile(name) or {}
+        enable = profile.get("enabled") is False
+        if enable:
+            title, verb = f"Enable {name}?", "Enable"
+            text = (f"Write enabled = true for {name} in {path}: requests and health checks "
+                    "reach it again.")
+        else:
+            title, verb = f"Disable {name}?", "Disable"
+            users = [str(p.get("name")) for p in self._profiles()
+                     if name in (p.get("backup_providers") or [])]
+            chains = (f" The chains of {', '.join(users[:6])}{' …' if len(users) > 6 else ''} "
+                      "skip it." if users else "")
+            text = (f"Write enabled = false for {name} in {path}: requests skip it and fail "
+                    f"over, and it is not health-checked.{chains} x enables it again.")
+        self.app.push_screen(
+            ConfirmScreen(title, text + " Comments and other profiles stay as they are.", verb,
+                          danger=not enable),
+            callback=partial(self._toggle_confirmed, name, path, enable))
+
+    def _toggle_confirmed(self, name: str, path: Path, enable: bool,
+                          confirmed: bool | None) -> None:
+        if confirmed:
+            self.run_worker(self._set_enabled(name, path, enable), group="config-io",
+                            exit_on_error=False, name="enable profile")
+
+    async def _set_enabled(self, name: str, path: Path, enable: bool) -> None:
+        word = "enabled" if enable else "disabled"
+        try:
+            module = importlib.import_module("claudex.config.editing")
+            set_enabled: Callable[[Path, str, bool], object] = module.set_profile_enabled
+        except (ImportError, AttributeError):
+            self.notify("Enabling profiles is not available in this build.", severity="warning")
+            return
+        try:
+            await asyncio.to_thread(set_enabled, path, name, enable)
+        except Exception as exc:  # its message is the operator's to read
+            self.notify(f"Could not write {name} {word}: {safe(str(exc))}", severity="error")
+            return
+        self.note(f"operator {word} profile {name}")
+        if await self.reload_config():
+            self.notify(f"{name} {word}.")
 
     # -- quit, help ----------------------------------------------------------------------------
 

@@ -27,14 +27,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
+from textual.events import Resize
 from textual.widgets import Footer, Input, Static
 
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
+from claudex.console.components.provider_table import ProviderTable
 from claudex.console.components.request_log import MAX_ROWS
+from claudex.console.components.table_rows import SORTS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
-from claudex.console.link import DemoHooks, EngineLink
+from claudex.console.link import DemoHooks, EngineLink, HistoryPage
 from claudex.console.messages import EngineActivity, ProfileSelected
 from claudex.console.screens.actions import ActionsMixin
+from claudex.console.screens.request_detail import RequestDetailScreen
 from claudex.engine.events import Event
 
 log = logging.getLogger("claudex.console")
@@ -43,6 +47,8 @@ MIN_REFRESH_S: Final = 0.1   # at most ~10 refreshes a second
 TICK_S: Final = 1.0          # countdowns, uptime and req/s move even when nothing happens
 HISTORY: Final = 40          # latencies kept per provider for its sparkline
 INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI drops the oldest)
+TABLE_ABOVE: Final = 12      # more profiles than this: the table is the first view
+SHORT_BELOW: Final = 36      # terminal rows under which the event log shrinks
 
 FAULTS = Binding.Group("fault", compact=False)
 
@@ -57,11 +63,17 @@ class MainScreen(ActionsMixin):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "trip", "trip", id="claudex.trip"),
         Binding("r", "reset", "reset", id="claudex.reset"),
-        Binding("h", "health", "health check", id="claudex.health"),
+        Binding("h", "health", "health", id="claudex.health"),
         Binding("e", "edit", "edit", id="claudex.edit"),
         Binding("a", "add", "add", id="claudex.add"),
         Binding("d", "delete", "delete", id="claudex.delete"),
+        # (x and s are in ? help and the table's title: the footer has room for few more)
+        Binding("x", "toggle_enabled", "enable/disable", show=False,
+                id="claudex.toggle_enabled"),
+        Binding("v", "toggle_view", "view", id="claudex.toggle_view"),
+        Binding("s", "cycle_sort", "sort", show=False, id="claudex.sort"),
         Binding("slash", "filter", "filter", key_display="/", id="claudex.filter"),
+        Binding("tab", "focus_requests", "requests", id="claudex.focus_requests"),
         Binding("question_mark", "help", "help", key_display="?", id="claudex.help"),
         Binding("q", "quit", "quit", id="claudex.quit"),
         Binding("left,up,k", "select(-1)", "previous profile", show=False,
@@ -107,6 +119,9 @@ class MainScreen(ActionsMixin):
         self._history: dict[str, deque[float]] = {}
         self._probe_seen: dict[str, float | None] = {}
         self._panel_names: list[str] = []
+        self._names: list[str] = []  # every profile, in the snapshot's order
+        self.view: str | None = None  # "grid" | "table"; None: chosen by the profile count
+        self._view_chosen = False  # the operator pressed v: the count no longer decides
         self._panels: dict[str, ProviderPanel] = {}
         self._panel_inputs: dict[str, tuple[Any, ...]] = {}
         self._last_refresh = -1e9
@@ -120,11 +135,12 @@ class MainScreen(ActionsMixin):
         yield HeaderBar(read_only=self.read_only, id="header")
         yield Static("", id="banner")
         yield VerticalScroll(id="panels")
+        yield ProviderTable(id="table")
         yield ChainView("", id="chain")
         with Vertical(id="requests-box"):
             yield Input(placeholder="filter requests: provider, model, status, trail…",
                         id="filter")
-            yield RequestLog(id="requests")
+            yield RequestLog(id="requests", time_text=self.time_text)
         yield EventLog(id="events", time_text=self.time_text)
         yield Footer()
 
@@ -138,12 +154,20 @@ class MainScreen(ActionsMixin):
         self._events.border_title = "events"
         self._events.palette = self.app.theme_variables
         self._requests.palette = self.app.theme_variables
+        self._requests.source = self._request_history
+        self._events.source = self._event_history
+        self._table = self.query_one(ProviderTable)
+        self._table.palette = self.app.theme_variables
         # After the first layout, so the event log wraps lines at its real width.
         self.call_after_refresh(self._first_events)
         self.run_worker(self._pump_events(), group="engine-events", exit_on_error=False,
                         name="engine event pump")
         self.set_interval(TICK_S, self.request_refresh, name="console tick")
         self.request_refresh()
+
+    def on_resize(self, event: Resize) -> None:
+        # A short terminal gives the providers the event log's lines (see console.tcss).
+        self.set_class(event.size.height < SHORT_BELOW, "-short")
 
     def _first_events(self) -> None:
         events = self.query_one(EventLog)
@@ -209,7 +233,9 @@ class MainScreen(ActionsMixin):
         snapshot = await self.link.fresh_snapshot()
         self.snapshot_data = snapshot
         profiles: dict[str, dict[str, Any]] = {p["name"]: p for p in snapshot.get("profiles", [])}
-        await self._sync_panels(list(profiles))
+        self._sync_names(list(profiles))
+        if self.view == "grid":
+            await self._sync_panels(list(profiles))
         if self.selected not in profiles:
             default = snapshot.get("default_profile")
             self.selected = default if default in profiles else next(iter(profiles), None)
@@ -217,7 +243,10 @@ class MainScreen(ActionsMixin):
         self._note_probes(profiles)
         now_wall = self.wall()
         default = snapshot.get("default_profile")
-        for name, panel in self._panels.items():
+        if self.view == "table":
+            if self._table.show(list(profiles.values()), now_wall, self.selected):
+                self._table_titled()
+        for name, panel in (self._panels.items() if self.view == "grid" else ()):
             profile = profiles.get(name)
             if profile is None:
                 continue
@@ -249,8 +278,48 @@ class MainScreen(ActionsMixin):
         self._panels = panels
         self._panel_inputs.clear()
         self._panel_names = names
+
+    def _sync_names(self, names: list[str]) -> None:
+        if names == self._names:
+            return
+        self._names = names
         for gone in set(self._history) - set(names):
             del self._history[gone]
+        if not self._view_chosen:
+            self.set_view("table" if len(names) > TABLE_ABOVE else "grid")
+
+    # -- grid or table -------------------------------------------------------------------------
+
+    def set_view(self, view: str, *, chosen: bool = False) -> None:
+        """Show the panel grid or the provider table (the next refresh fills it); `chosen`:
+        the operator's choice, which the profile count no longer overrides."""
+        self._view_chosen = self._view_chosen or chosen
+        if view == self.view:
+            return
+        self.view = view
+        self.set_class(view == "table", "-table")
+        self.refresh_bindings()
+        self.query_one("#filter", Input).placeholder = (
+            "filter providers and requests: name, state, error, model, status…"
+            if view == "table" else "filter requests: provider, model, status, trail…")
+
+    def action_toggle_view(self) -> None:
+        self.set_view("grid" if self.view == "table" else "table", chosen=True)
+        self.request_refresh()
+
+    def action_cycle_sort(self) -> None:
+        if self.view != "table":
+            return
+        table = self._table
+        table.set_sort(SORTS[(SORTS.index(table.sort_by) + 1) % len(SORTS)]
+                       if table.sort_by in SORTS else SORTS[0])
+        table.scroll_to_name(self.selected)
+        self._table_titled()
+
+    def _table_titled(self) -> None:
+        title = self._table.title
+        if self._table.border_title != title:
+            self._table.border_title = title
 
     def _history_of(self, name: str) -> deque[float]:
         return self._history.setdefault(name, deque(maxlen=HISTORY))
@@ -288,25 +357,49 @@ class MainScreen(ActionsMixin):
 
     @property
     def profile_names(self) -> list[str]:
-        return list(self._panel_names)
+        return list(self._names)
 
     def select(self, name: str) -> None:
-        if name in self._panel_names and name != self.selected:
+        if name in self._names and name != self.selected:
             self.selected = name
             self.request_refresh()
 
     def action_select(self, step: int) -> None:
-        names = self._panel_names
+        # The table moves in the order it shows (sorted, filtered); the grid in the file's.
+        names = self._table.names if self.view == "table" else self._names
         if not names:
             return
-        index = names.index(self.selected) if self.selected in names else 0
+        index = names.index(self.selected) if self.selected in names else -1 if step > 0 else 0
         self.select(names[(index + step) % len(names)])
+        if self.view == "table":
+            self._table.scroll_to_name(self.selected)
+            return
         panel = self._panel(self.selected)
         if panel is not None:
             panel.scroll_visible(animate=False)
 
     def _panel(self, name: str | None) -> ProviderPanel | None:
         return self._panels.get(name) if name is not None else None
+
+    # -- the request log: focus, detail, history -----------------------------------------------
+
+    def action_focus_requests(self) -> None:
+        """tab: into the request log (up/down pick a row, enter opens it), and back out."""
+        if self._requests.has_focus:
+            self.set_focus(None)
+        else:
+            self._requests.take_focus()
+
+    def on_request_log_opened(self, message: RequestLog.Opened) -> None:
+        row = message.row
+        self.app.push_screen(RequestDetailScreen(row.record, time_text=self.time_text,
+                                                 wall=self.wall, from_history=row.from_history))
+
+    async def _request_history(self, until: float | None, text: str | None) -> HistoryPage:
+        return await self.link.history("requests", until=until, text=text)
+
+    async def _event_history(self, until: float | None) -> HistoryPage:
+        return await self.link.history("events", until=until)
 
     def on_profile_selected(self, message: ProfileSelected) -> None:
         self.select(message.name)
@@ -322,10 +415,14 @@ class MainScreen(ActionsMixin):
         box.display = False
         self.set_focus(None)
         self.query_one(RequestLog).set_filter("")
+        self._table.set_filter("")
+        self._table_titled()
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "filter":
             self.query_one(RequestLog).set_filter(event.value)
+            self._table.set_filter(event.value)
+            self._table_titled()
             self.query_one("#requests-box").border_title = (
                 f"requests · filter: {safe(event.value, 40)}" if event.value.strip()
                 else "requests")
