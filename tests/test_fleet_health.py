@@ -125,3 +125,71 @@ def test_a_probe_result_round_trips_and_anything_else_on_the_channel_is_refused(
     assert _health_record('{"provider": "p", "by": "a", "kind": "ok"}') is not None
     for raw in ("not json", "[1]", '{"provider": 1, "by": "a"}', '{"provider": "p"}', "9" * 5000):
         assert _health_record(raw) is None
+
+
+class RecordingFleet:
+    """The checker's side of a fleet, recorded: every lease is granted."""
+
+    def __init__(self) -> None:
+        self.leases: list[str] = []
+        self.dropped: list[str] = []
+        self.published: dict[str, dict[str, Any]] = {}
+        self.sink: Any = None
+
+    async def health_lease(self, provider: str, lease_s: float) -> bool:
+        assert lease_s > INTERVAL_S
+        self.leases.append(provider)
+        return True
+
+    async def drop_health_lease(self, provider: str) -> None:
+        self.dropped.append(provider)
+
+    def publish_health(self, provider: str, result: dict[str, Any]) -> None:
+        self.published[provider] = result
+
+    def listen_health(self, sink: Any) -> None:
+        self.sink = sink
+
+
+async def test_results_are_announced_and_applied_as_if_probed_and_local_trouble_is_not(
+    fakes: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from claudex.engine.breaker import BreakerState
+    from claudex.engine.credentials import CredentialError
+    from claudex.engine.engine import Engine
+    from tests.conftest import TEST_ENV, build_config, profile_toml
+
+    f = await fakes(("a", "anthropic"), ("b", "anthropic"))
+    engine = Engine(build_config(profile_toml("a", f["a"]) + profile_toml("b", f["b"])),
+                    env=TEST_ENV)
+    fleet = RecordingFleet()
+    engine.health.fleet = fleet
+    fleet.listen_health(engine.health.from_peer)
+    try:
+        async def unreadable() -> Any:
+            raise CredentialError("the credentials file went away", profile="b")
+
+        monkeypatch.setattr(engine.runtimes["b"].credentials, "auth_headers", unreadable)
+        await engine.health.check_all(leased=True)
+        # a's result is the fleet's news and its lease is renewed; b's trouble is b's own
+        # here: not announced, and its lease given up so that another instance probes b.
+        assert fleet.published["a"]["kind"] == "ok" and "b" not in fleet.published
+        assert fleet.leases == ["a", "b", "a"] and fleet.dropped == ["b"]
+
+        # A peer's results: failures count against this instance's breaker as if it had
+        # probed; a pass while open moves it to half-open.
+        b = engine.runtimes["b"]
+        for _ in range(3):
+            fleet.sink("b", {"kind": "failure", "error": "server error (500)", "counts": True,
+                             "provider": "b", "by": "other"})
+        assert b.breaker.state is BreakerState.OPEN
+        assert b.health.error == "server error (500)"
+        assert b.health.probe_failures == 4  # its own failed read, and the three
+        fleet.sink("b", {"kind": "ok", "status": 200, "latency_ms": 4.0})
+        assert b.breaker.snapshot().state is BreakerState.HALF_OPEN
+        assert b.health.latency_ms == 4.0
+        fleet.sink("b", {"kind": "nonsense"})  # ignored
+        fleet.sink("nobody", {"kind": "ok", "status": 200})  # a provider this one lacks
+        assert engine.health.peer_results == 4
+    finally:
+        await engine.close()

@@ -186,6 +186,12 @@ class Fleet:
         except _FAULTS:
             return True
 
+    async def drop_health_lease(self, provider: str) -> None:
+        store = self._store if self.redis == "connected" else None
+        if store is not None:
+            with suppress(*_FAULTS):
+                await store.drop_lease(f"health:{provider}", self.name)
+
     def publish_health(self, provider: str, result: dict[str, Any]) -> None:
         """Announce a probe result of this instance's (sent by the background task)."""
         if self.redis == "connected":

@@ -92,6 +92,8 @@ class HealthFleet(Protocol):
 
     async def health_lease(self, provider: str, lease_s: float) -> bool: ...
 
+    async def drop_health_lease(self, provider: str) -> None: ...
+
     def publish_health(self, provider: str, result: dict[str, Any]) -> None: ...
 
     def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None: ...
@@ -122,6 +124,7 @@ class HealthChecker:
         # profile name -> the unexpected exception type last logged for it (log each once).
         self._reported: dict[str, str] = {}
         self.peer_results = 0  # probe results from other instances of a fleet, applied here
+        self._announced: set[str] = set()  # providers whose probe this round found a result
         self.fleet = core.fleet
         if self.fleet is not None:
             self.fleet.listen_health(self.from_peer)
@@ -140,11 +143,17 @@ class HealthChecker:
             held = await asyncio.gather(*(fleet.health_lease(rt.name, lease) for rt in runtimes))
             runtimes = [rt for rt, mine in zip(runtimes, held, strict=True) if mine]
         if runtimes:
+            self._announced.clear()
             # `probe` never raises, so one profile's failure cannot cut another's result.
             await asyncio.gather(*(self.probe(rt) for rt in runtimes))
-            if fleet is not None:  # the lease counts from the end of the round
+            if fleet is not None:
+                # The lease counts from the end of the round. A probe that found nothing the
+                # fleet could use (this instance's credentials unreadable, a bug) gives it up,
+                # so that another instance probes that provider.
                 lease = self.lease_s()
-                await asyncio.gather(*(fleet.health_lease(rt.name, lease) for rt in runtimes))
+                await asyncio.gather(*(
+                    fleet.health_lease(rt.name, lease) if rt.name in self._announced
+                    else fleet.drop_health_lease(rt.name) for rt in runtimes))
         self.rounds += 1
         self.core.events.publish(Event("health", f"health round {self.rounds} done", None,
                                        {"probed": len(runtimes)}))
@@ -201,6 +210,7 @@ class HealthChecker:
             self._found(rt, result)
 
     def _found(self, rt: ProviderRuntime, result: ProbeResult) -> None:
+        self._announced.add(rt.name)
         self.apply(rt, result, own=True)
         if self.fleet is not None:
             self.fleet.publish_health(rt.name, result.to_json())
