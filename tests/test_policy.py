@@ -361,7 +361,8 @@ async def test_after_the_commit_nothing_fails_over_and_the_breaker_counts(
     proxy.fakes["primary"].set_fault("cut", cut_after_events=2)
     resp = await proxy.messages(anthropic_body(stream=True))
     assert "event: error" in resp.text
-    assert await _trail(proxy) == ["ok"]  # committed: served, then broke
+    # Committed, then broke: the served attempt's trail entry says how it ended.
+    assert await _trail(proxy) == ["stream_error"]
     rt = proxy.engine.runtimes["primary"]
     await eventually(lambda: rt.stats.failures == 1)
     assert rt.breaker.snapshot().consecutive_failures == 1

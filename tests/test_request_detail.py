@@ -220,3 +220,20 @@ async def test_the_request_id_comes_with_a_stream_before_its_body(
             request_id = resp.headers["x-claudex-request-id"]
             await resp.aread()
     assert (await _event(proxy, request_id))["first_content_ms"] > 0
+
+
+async def test_a_stream_that_breaks_after_its_commit_says_so_in_its_trail(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    proxy = await _chain(fakes, proxy_factory, backup="anthropic")
+    proxy.fakes["primary"].set_fault("cut", cut_after_events=2)
+    resp = await proxy.messages(anthropic_body(stream=True), profile="primary")
+    assert resp.status_code == 200  # committed: the client got the error as an SSE event
+    assert "event: error" in resp.text
+    data = await _event(proxy, resp.headers["x-claudex-request-id"])
+    (attempt,) = data["attempts"]  # nothing to fail over to once content was sent
+    assert attempt["provider"] == "primary" and attempt["outcome"] == "stream_error"
+    assert "after the response started" in attempt["message"]
+    assert attempt["headers_ms"] <= attempt["first_content_ms"] <= attempt["latency_ms"]
+    minutes = proxy.engine.snapshot()["profiles"][0]["stats"]["minutes"]
+    assert minutes["requests"][-1] == 1 and minutes["errors"][-1] == 1

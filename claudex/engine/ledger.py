@@ -159,7 +159,13 @@ class Ledger:
             self.rt.stats.last_error = attempt.message
 
     def broke_mid_stream(self, message: str) -> None:
-        """A committed stream failed: nothing to fail over to, but it counts."""
+        """A committed stream failed: nothing to fail over to, but it counts — and its attempt
+        on the trail says so (the journal, the request detail and the per-minute errors read
+        it), instead of the "ok" it joined with at the commit."""
+        if self._committed is not None:
+            done = self.trail.attempts[self._committed]
+            self.trail.attempts[self._committed] = dataclasses.replace(
+                done, outcome="stream_error", message=message)
         self._end(AFTER_COMMIT, message)
 
     def _end(self, rule: Rule, error: str) -> None:

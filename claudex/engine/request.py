@@ -42,7 +42,16 @@ _SCHEMES = frozenset({"bearer", "basic", "token"})
 
 def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The client's headers as received, for the request detail: credentials masked, and any
-    other value the scrubber knows (or that looks like a key) masked too."""
+    other value the scrubber knows (or that looks like a key) masked too.
+
+    A client sends the same headers on request after request, and every request event keeps
+    its copy in the event backlog (2,000 of them): the same headers give the same dict object,
+    so the backlog holds one copy, not 2,000. The result is shared: never mutate it."""
+    key = tuple(headers.items())
+    return _SHOWN.get(key) or _SHOWN.put(key, _shown_headers(headers))
+
+
+def _shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
     shown: dict[str, str] = {}
     for name, value in headers.items():
         if name.lower() in _CREDENTIAL_HEADERS:
@@ -74,7 +83,30 @@ class _ScrubbedValues:
         return shown
 
 
+class _ShownHeaders:
+    """The last `size` distinct header sets shown, forgotten whenever a secret is registered
+    (a value shown before may have to be masked now)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._generation = -1
+
+    def get(self, key: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
+        if self._generation != SCRUBBER.generation:
+            self._seen = {}
+            self._generation = SCRUBBER.generation
+        return self._seen.get(key)
+
+    def put(self, key: tuple[tuple[str, str], ...], shown: dict[str, str]) -> dict[str, str]:
+        if len(self._seen) >= self._size:
+            self._seen = {}
+        self._seen[key] = shown
+        return shown
+
+
 _SCRUBBED = _ScrubbedValues()
+_SHOWN = _ShownHeaders()
 
 
 @dataclass(frozen=True)
