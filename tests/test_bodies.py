@@ -35,9 +35,24 @@ class Recorder:
         self.bodies.append(await request.read())
         return web.json_response(ANSWER)
 
-    async def chat(self, request: web.Request) -> web.Response:
-        self.bodies.append(await request.read())
-        return web.json_response(CHAT_ANSWER)
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        self.bodies.append(raw)
+        if json.loads(raw).get("stream") is not True:
+            return web.json_response(CHAT_ANSWER)
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(
+            b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{"role":"assistant","content":"ok"},'
+            b'"finish_reason":null}],"usage":null}\n\n'
+            b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}\n\n'
+            b'data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+            b'"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,'
+            b'"total_tokens":4}}\n\ndata: [DONE]\n\n')
+        await response.write_eof()
+        return response
 
 
 @pytest.fixture
@@ -223,3 +238,18 @@ def test_dumps_falls_back_for_what_orjson_cannot_write() -> None:
     assert fastjson.loads(b'{"a":"\\udc00"}') == {"a": "\udc00"}
     with pytest.raises(json.JSONDecodeError):
         fastjson.loads(b"{")
+
+
+async def test_a_chat_stream_goes_as_the_clients_bytes_with_usage_asked_for(
+        proxy: Any, recorder: Recorder) -> None:
+    """claudex asks an OpenAI-compatible upstream for the stream's usage by writing one member
+    into the client's bytes, not by re-encoding them: spacing, order and a 2**70 stay exact."""
+    raw = (b'{ "model": "gpt-4o", "stream": true, "n": ' + str(BIG).encode()
+           + b',\n "messages": [{"role": "user", "content": "caf\\u00e9"}] }')
+    response = await _post(proxy, "oai", raw, "v1/chat/completions")
+    assert response.status_code == 200
+    assert b'"usage"' not in response.content  # the client did not ask
+    assert recorder.bodies == [b'{"stream_options":{"include_usage":true},' + raw[1:]]
+    counted = next(p for p in (await proxy.client.get("/_claudex/status")).json()["profiles"]
+                   if p["name"] == "oai")["tokens"]
+    assert counted["input_tokens"] == 3 and counted["output_tokens"] == 1

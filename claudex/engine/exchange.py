@@ -174,6 +174,18 @@ def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
 _dumps = fastjson.dumps
 
 
+_USAGE_ASKED = b'"stream_options":{"include_usage":true},'
+
+
+def ask_for_usage(raw: bytes) -> bytes:
+    """A Chat request object without `stream_options`, with `stream_options.include_usage`
+    written in as its first member: no re-encoding of the rest (a request always has members,
+    so the comma is right)."""
+    at = raw.index(b"{") + 1
+    member = _USAGE_ASKED if not raw[at:].lstrip().startswith(b"}") else _USAGE_ASKED[:-1]
+    return raw[:at] + member + raw[at:]
+
+
 def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k in _CREDENTIALS if (v := headers.get(k))}
 
@@ -238,6 +250,10 @@ class Exchange:
             url = openai.chat_url(self.profile.base_url)
         return with_query(url, "" if self.translating else self.req.query, self._query)
 
+    # The body went as the client's bytes with one member written in (`ask_for_usage`): exact,
+    # whatever orjson read.
+    _spliced = False
+
     # How a Responses client's answer comes back (set with the body; `_responses_client_body`),
     # and the stream translator made from it.
     _responses: tr.ResponsesRequest | None = None
@@ -249,7 +265,7 @@ class Exchange:
         is malformed in a way only translation notices (nothing is sent anywhere then)."""
         try:
             out = self._build()
-            if out is not self.req.raw and fastjson.lossy(self.req.body):
+            if out is not self.req.raw and not self._spliced and fastjson.lossy(self.req.body):
                 # Re-encoded, and the body may hold an integer beyond 64 bits that orjson read
                 # as a float: build it again from an exact reading of the client's bytes.
                 self.req.body = json.loads(self.req.raw)
@@ -279,6 +295,7 @@ class Exchange:
         self.dropped = ()
         self.portable_notes = ()
         self._responses = None
+        self._spliced = False
 
     def _body(self) -> bytes:
         req, profile = self.req, self.profile
@@ -315,6 +332,10 @@ class Exchange:
                 changes["stream_options"] = {**(options or {}), "include_usage": True}
         if not changes and base is None:
             return req.raw  # untouched: forward the client's bytes without re-encoding
+        if base is None and list(changes) == ["stream_options"] and \
+                "stream_options" not in req.body:
+            self._spliced = True
+            return ask_for_usage(req.raw)  # the client's bytes and one field more
         return _dumps({**(req.body if base is None else base), **changes})
 
     def _responses_body(self) -> bytes:
