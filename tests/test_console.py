@@ -32,6 +32,7 @@ from claudex.console.launch import watch_config
 from claudex.console.link import LocalLink
 from claudex.console.messages import ConfigRejected
 from claudex.console.screens import ConfirmScreen, HelpScreen
+from claudex.console.screens.trip_dialog import TripScreen
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from tests.conftest import TEST_ENV, anthropic_body, build_config, eventually, profile_toml
@@ -86,20 +87,20 @@ async def test_trip_confirmed_forces_the_breaker_open(engine: Engine) -> None:
         await settle(app, pilot)
         assert app.main_screen.selected == "alpha"
         await pilot.press("t")
-        assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
+        assert isinstance(app.screen, TripScreen)  # a ConfirmScreen asking for how long
+        await pilot.press("enter")  # blank: until reset
         await pilot.pause()
         assert state(engine, "alpha") == "forced_open"
         assert state(engine, "beta") == "closed"
 
 
-@pytest.mark.parametrize("key", ["n", "escape"])
+@pytest.mark.parametrize("key", ["escape"])
 async def test_trip_cancelled_changes_nothing(engine: Engine, key: str) -> None:
     app = ConsoleApp(LocalLink(engine))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("t")
-        assert isinstance(app.screen, ConfirmScreen)
+        assert isinstance(app.screen, TripScreen)
         await pilot.press(key)
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)

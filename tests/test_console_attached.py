@@ -22,6 +22,7 @@ from claudex.console.components import HeaderBar
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LinkError
 from claudex.console.screens import ConfirmScreen
+from claudex.console.screens.trip_dialog import TripScreen
 from claudex.demo.world import free_port
 from claudex.engine.events import Event
 from tests.conftest import GLOBALS, anthropic_body, eventually, profile_toml
@@ -114,7 +115,8 @@ async def finish_workers(app: ConsoleApp) -> None:
 async def confirm(pilot: Any, app: ConsoleApp) -> None:
     await pilot.pause()
     assert isinstance(app.screen, ConfirmScreen)
-    await pilot.press("y")
+    # The trip dialog asks for how long (enter with it blank: until reset); others say y.
+    await pilot.press("enter" if isinstance(app.screen, TripScreen) else "y")
     await pilot.pause()
 
 

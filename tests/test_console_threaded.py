@@ -238,7 +238,7 @@ async def test_the_console_drives_an_engine_on_another_thread(
         assert screen.selected == "claude"
         await pilot.press("t")
         assert isinstance(app.screen, ConfirmScreen)
-        await pilot.press("y")
+        await pilot.press(*"5m", "enter")  # for five minutes
         await eventually(lambda: breaker_state(hosted, "claude") == "forced_open")
         await pilot.press("2")  # the selected fake answers 500s, set on the world's thread
         assert hosted.controls is not None and hosted.controls.fault_of("claude") == "500"
