@@ -13,6 +13,8 @@ import pytest
 
 from claudex.config.model import BreakerSettings, Config
 from claudex.console.format import breaker_words, event_colour
+from claudex.console.http_link import HttpLink
+from claudex.console.link import LinkError
 from claudex.engine.breaker import BreakerState, CircuitBreaker, Transition
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
@@ -300,3 +302,20 @@ def test_panel_words_for_a_trip() -> None:
     masked = breaker_words({"state": "forced_open", "reason": "key sk-ant-api03-" + "x" * 40})
     assert "xxxxxxxxxxxx" not in masked
     assert event_colour(Event("trip", "grok: tripped by operator (until reset)")) == "red"
+
+
+async def test_an_attached_console_link_trips_for_a_while_with_a_reason(
+        fakes: Any, proxy_factory: Any) -> None:
+    clock = FakeClock()
+    proxy = await two(fakes, proxy_factory, clock)
+    link = HttpLink(proxy.url)
+    try:
+        assert await link.trip("grok", 1200, "maintenance window")
+        breaker = proxy.engine.snapshot()["profiles"][0]["breaker"]
+        assert (breaker["reason"], breaker["retry_in_s"]) == ("maintenance window", 1200.0)
+        with pytest.raises(LinkError) as info:
+            await link.trip("deepseek", -1, None)  # the engine's sentence, not a traceback
+        assert "not tripped: a trip lasts more than 0 seconds" in str(info.value)
+        assert not await link.trip("nobody", 60, None)
+    finally:
+        await link.close()
