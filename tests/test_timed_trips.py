@@ -21,7 +21,7 @@ from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.engine.journal import Journal
 from claudex.engine.trips import DurationError, duration_words, parse_duration, trip_words
-from tests.conftest import TEST_ENV, build_config, profile_toml
+from tests.conftest import TEST_ENV, build_config, eventually, profile_toml
 
 # --- the breaker ------------------------------------------------------------------------------
 
@@ -319,3 +319,28 @@ async def test_an_attached_console_link_trips_for_a_while_with_a_reason(
         assert not await link.trip("nobody", 60, None)
     finally:
         await link.close()
+
+
+IDLE_PROFILE = """
+[[profiles]]
+name = "alpha"
+provider_type = "DirectAnthropic"
+base_url = "http://127.0.0.1:9"
+api_key_env = "FAKE_KEY"
+"""
+
+
+async def test_a_timed_trip_ends_on_time_with_nobody_reading_the_breaker() -> None:
+    # The real clock, and nothing reading status or sending requests: the engine reads the
+    # breaker when the trip is due, so the end is told then (bounded wait, not a timing claim).
+    engine = Engine(build_config(IDLE_PROFILE), env=TEST_ENV)
+    seen: list[Event] = []
+    engine.events.sinks.append(seen.append)
+    try:
+        assert engine.trip("alpha", 0.2, "short")
+        await eventually(lambda: any(e.kind == "breaker" and e.data.get("new") == "half_open"
+                                     for e in seen))
+        ended = [e.message for e in seen if e.kind == "breaker"]
+        assert ended[-1].startswith("alpha: breaker forced_open -> half_open (trip ended after")
+    finally:
+        await engine.close()

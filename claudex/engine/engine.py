@@ -127,8 +127,25 @@ class Engine:
         self.events.publish(Event(
             "breaker", f"{t.provider}: breaker {t.old.value} -> {t.new.value} ({t.reason})",
             t.provider, data))
+        if t.trip is not None and t.trip.until is not None:
+            self._wake_when_trip_ends(t.provider, t.trip.until)
         if self.fleet is not None:
             self.fleet.on_transition(t)
+
+    def _wake_when_trip_ends(self, provider: str, until: float) -> None:
+        """A breaker decides a timed trip's end when it is read: read it then, so the end is
+        told (event, log line, journal, fleet) on time when no request or status read comes."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not on a loop (a test driving the engine by hand): the next read decides
+
+        def read() -> None:
+            rt = self.runtimes.get(provider)
+            if rt is not None:
+                rt.breaker.poll()
+
+        loop.call_later(max(0.0, until - self.clock()) + 0.01, read)
 
     def escalate(self, sentence: str) -> None:
         # One log line per distinct escalation, not one per failing request during an outage.
@@ -312,6 +329,8 @@ class Engine:
                 "trip", f"{name}: {rt.trip_text()}", name,
                 trip_data(None if seconds is None else now + seconds, now, reason, now,
                           self.wall()) | {"listen": self._listen()}))
+            if seconds is not None:
+                self._wake_when_trip_ends(name, now + seconds)
         if self.fleet is not None:  # everywhere, and kept across restarts
             self.fleet.operator(name, "forced_open", reason=reason,
                                 until=None if seconds is None else self.wall() + seconds)
