@@ -7,7 +7,7 @@ import asyncio
 import json
 import signal
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from textual.widgets import Input, Static
 
 from claudex.console.app import ConsoleApp
 from claudex.console.components import ChainView, ProviderPanel
+from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.demo.world import free_port
@@ -218,3 +219,41 @@ async def test_a_timed_trip_from_one_instance_ends_on_every_instance(pair: Fleet
         await asyncio.sleep(0.05)
     assert "primary" in providers
     await pair.wait_breaker(["a", "b"], "closed")
+
+
+async def test_attached_to_serve_t_trips_for_a_while_and_the_engine_half_opens_it(
+        fakes: Any, tmp_path: Path) -> None:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    port = free_port()
+    path = tmp_path / "profiles.toml"
+    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+                    + profile_toml("primary", f["primary"], backups=["backup"])
+                    + profile_toml("backup", f["backup"]))
+    url = f"http://127.0.0.1:{port}"
+    proc = await spawn_serve(path, stdout=asyncio.subprocess.DEVNULL)
+    link = HttpLink(url)
+    try:
+        await wait_until_serving(url, proc)
+        assert await link.connect()
+        app = ConsoleApp(link)
+        async with app.run_test(size=(140, 44)) as pilot:
+
+            async def until(predicate: Callable[[dict[str, Any]], bool]) -> None:
+                for _ in range(300):  # bounded: the engine is another process
+                    await settle(app, pilot)
+                    profiles = app.main_screen.snapshot_data.get("profiles") or []
+                    if profiles and predicate(profiles[0]["breaker"]):
+                        return
+                    await asyncio.sleep(0.05)
+                raise AssertionError("condition not reached in time")
+
+            await until(lambda b: b["state"] == "closed")
+            await pilot.press("t", "2", "s", "tab", *"test", "enter")
+            await until(lambda b: (b["state"], b["reason"]) == ("forced_open", "test"))
+            assert "tripped ·" in app.main_screen.query_one(ChainView).text
+            await until(lambda b: b["state"] == "half_open")  # by itself, two seconds on
+    finally:
+        await link.close()
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.communicate(), 20)
