@@ -182,9 +182,16 @@ class RequestRow:
     at: float = 0.0    # wall time it was served (the journal is asked for rows before it)
     key: int | str | None = None  # the event id (or request id): one row per request
     from_history: bool = False    # read from the journal, not seen live
-    # The whole record, shaped like a journal row, for the detail screen.
-    record: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False,
-                                      repr=False)
+    # What the detail screen shows: a journal row, or the data of the live event the row came
+    # from (`event`), put in a journal row's shape only when the detail opens.
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False,
+                                    repr=False)
+    event: Event | None = field(default=None, compare=False, hash=False, repr=False)
+
+    @property
+    def record(self) -> Mapping[str, Any]:
+        """The request in a journal row's shape (`history_text.record_from_event`)."""
+        return record_from_event(self.event) if self.event is not None else self.data
 
     @property
     def status_text(self) -> str:
@@ -204,43 +211,55 @@ class RequestRow:
             return f"{ms / 1000:.2f} s"
         return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
+    @property
+    def outcome(self) -> str:
+        """`ok`, `failover` or `failed`, as the journal says it (journal.outcome_of)."""
+        if self.status is None or self.status >= 400:
+            return "failed"
+        return "failover" if self.failed_over else "ok"
+
     def text(self) -> str:
         """Everything the filter matches against."""
-        extra = " ".join(str(self.record.get(k) or "") for k in ("request_id", "outcome"))
         return " ".join((self.time, self.request, self.provider, self.trail_text,
-                         self.status_text, extra))
+                         self.status_text, self.outcome, str(self.data.get("request_id") or "")))
 
     def matches(self, needle: str) -> bool:
         return not needle or needle.lower() in self.text().lower()
 
 
 def request_row(event: Event, time_text: TimeText) -> RequestRow:
-    return record_row(record_from_event(event), time_text)
+    """A request log row from a live `request` event (the console's hot path: no copy)."""
+    return _row(event.data, event.time, event.id or None, time_text, event=event)
 
 
 def record_row(record: Mapping[str, Any], time_text: TimeText, *,
                from_history: bool = False) -> RequestRow:
-    """A request log row from a journal-shaped record (`history_text.record_from_event`)."""
-    protocol = str(record.get("protocol") or "?")
-    model = str(record.get("model") or "-")
-    stream = " stream" if record.get("stream") else ""
-    attempts = record.get("attempts") or []
-    status = record.get("status")
+    """A request log row from a journal row (`GET /_claudex/history`'s `requests`)."""
     at = record.get("time")
-    epoch = float(at) if isinstance(at, int | float) else 0.0
     key = record.get("event_id") or record.get("request_id") or None
+    return _row(record, float(at) if isinstance(at, int | float) else 0.0,
+                key if isinstance(key, int | str) else None, time_text,
+                from_history=from_history)
+
+
+def _row(data: Mapping[str, Any], epoch: float, key: int | str | None, time_text: TimeText,
+         *, from_history: bool = False, event: Event | None = None) -> RequestRow:
+    protocol = str(data.get("protocol") or "?")
+    model = str(data.get("model") or "-")
+    stream = " stream" if data.get("stream") else ""
+    attempts = data.get("attempts") or []
+    status = data.get("status")
     return RequestRow(
         time=time_text(epoch),
         request=f"{protocol} {model}{stream}",
-        provider=str(record.get("provider") or "none"),
-        trail=safe(str(record.get("trail") or ""), 160).replace(" -> ", " → "),
+        provider=str(data.get("provider") or "none"),
+        trail=safe(str(data.get("trail") or ""), 160).replace(" -> ", " → "),
         status=status if isinstance(status, int) else None,
-        latency_ms=float(record.get("latency_ms") or 0.0),
+        latency_ms=float(data.get("latency_ms") or 0.0),
         failed_over=len(attempts) > 1,
-        dropped=safe(", ".join(str(d) for d in record.get("dropped") or ()), 160),
-        notes=safe("; ".join(str(n) for n in record.get("notes") or ()), 160),
-        at=epoch, key=key if isinstance(key, int | str) else None,
-        from_history=from_history, record=record,
+        dropped=safe(", ".join(str(d) for d in data.get("dropped") or ()), 160),
+        notes=safe("; ".join(str(n) for n in data.get("notes") or ()), 160),
+        at=epoch, key=key, from_history=from_history, data=data, event=event,
     )
 
 
