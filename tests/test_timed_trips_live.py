@@ -22,6 +22,7 @@ from claudex.console.screens.trip_dialog import TripScreen
 from claudex.demo.world import free_port
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
+from claudex.engine.events import Event
 from claudex.engine.fleet_facts import BadFact, Fact, Registers, decode, view
 from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, build_config, profile_toml
 from tests.fleet_world import FleetWorld, fleet_of
@@ -257,3 +258,27 @@ async def test_attached_to_serve_t_trips_for_a_while_and_the_engine_half_opens_i
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.communicate(), 20)
+
+
+async def test_t_on_a_tripped_provider_gives_it_new_terms() -> None:
+    clock = FakeClock()
+    engine = Engine(build_config(CONSOLE_PROFILES), env=TEST_ENV, clock=clock, wall=clock.wall)
+    engine.trip("alpha", None, "incident")
+    seen: list[Event] = []
+    engine.events.sinks.append(seen.append)
+    app = ConsoleApp(LocalLink(engine))
+    try:
+        async with app.run_test(size=(140, 44)) as pilot:
+            await settle(app, pilot)
+            await pilot.press("t")
+            assert isinstance(app.screen, TripScreen)
+            message = str(app.screen.query_one("#dialog-message", Static).render())
+            assert "alpha is tripped · until reset · incident" in message
+            await pilot.press("5", "m", "tab", *"winding down", "enter")
+            await pilot.pause()
+            breaker = engine.snapshot()["profiles"][0]["breaker"]
+            assert (breaker["state"], breaker["reason"], breaker["retry_in_s"]) == (
+                "forced_open", "winding down", 300.0)
+            assert [e.kind for e in seen if e.kind in ("trip", "breaker")] == ["trip"]
+    finally:
+        await engine.close()

@@ -22,7 +22,7 @@ from textual.screen import Screen
 
 from claudex.config.loader import load_config
 from claudex.config.model import ConfigError
-from claudex.console.format import safe
+from claudex.console.format import safe, tripped_words
 from claudex.console.http_link import is_local_url
 from claudex.console.link import DemoHooks, EngineLink, LinkError
 from claudex.console.screens.confirm import ConfirmScreen
@@ -140,10 +140,11 @@ class ActionsMixin(Screen[None]):
         name = self._target("trip")
         if name is None:
             return
-        if self._breaker_state(name) == "forced_open":
-            self.notify(f"{name} is already tripped; r resets it.")
-            return
-        dialog = TripScreen(name)  # for how long, and why (screens/trip_dialog.py)
+        # For how long, and why (screens/trip_dialog.py); on a tripped provider, new terms.
+        breaker = next((p.get("breaker") or {} for p in self._profiles()
+                        if p.get("name") == name), {})
+        tripped = tripped_words(breaker) if breaker.get("state") == "forced_open" else None
+        dialog = TripScreen(name, tripped)
         self.app.push_screen(dialog, callback=partial(self._trip_confirmed, name, dialog))
 
     async def _trip_confirmed(self, name: str, dialog: TripScreen,

@@ -38,11 +38,14 @@ class TripScreen(ConfirmScreen):
         Binding("escape", "answer(False)", "cancel", id="trip.cancel"),
     ]
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"Trip {name}?",
-                         f"Requests skip {name} and fail over along their chains. With a "
-                         "duration it goes half-open by itself when the time is up (one trial "
-                         "request decides); blank holds until you reset it (r).",
+    def __init__(self, name: str, tripped: str | None = None) -> None:
+        """`tripped`: the trip in force, in words, when there is one (the new terms replace
+        it)."""
+        again = (f"{name} is {tripped}; what you enter here replaces it. " if tripped
+                 else f"Requests skip {name} and fail over along their chains. ")
+        super().__init__(f"Trip {name} again?" if tripped else f"Trip {name}?",
+                         again + "With a duration it goes half-open by itself when the time is "
+                         "up (one trial request decides); blank holds until you reset it (r).",
                          "Trip", danger=True)
         self.provider = name
         self.asked: TripAsk | None = None
