@@ -26,6 +26,15 @@ TEST_ENV = {"FAKE_KEY": "sk-test-key-0123456789"}
 os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="claudex-test-state-")
 
 
+@pytest.fixture(autouse=True)
+def own_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+                  ) -> None:
+    """Each test's `claudex serve` children get a journal of their own: an engine seeds its
+    counters and restores trips from the journal at start, so one test's history must never
+    reach the next (a module-scoped server keeps the session's dir, set above)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
+
+
 class RecordingSleep:
     """Stands in for asyncio.sleep in the engine: records each wait and returns at once."""
 
