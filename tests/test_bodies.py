@@ -93,6 +93,13 @@ name = "oai"
 provider_type = "OpenAICompatible"
 base_url = "{rec.url}/v1"
 api_key_env = "FAKE_KEY"
+
+[[profiles]]
+name = "oai-plain"
+provider_type = "OpenAICompatible"
+base_url = "{rec.url}/v1"
+api_key_env = "FAKE_KEY"
+strip_params = ["stream_options"]
 """
 
 
@@ -253,3 +260,11 @@ async def test_a_chat_stream_goes_as_the_clients_bytes_with_usage_asked_for(
     counted = next(p for p in (await proxy.client.get("/_claudex/status")).json()["profiles"]
                    if p["name"] == "oai")["tokens"]
     assert counted["input_tokens"] == 3 and counted["output_tokens"] == 1
+
+
+async def test_a_provider_that_refuses_stream_options_is_not_sent_them(
+        proxy: Any, recorder: Recorder) -> None:
+    raw = b'{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+    response = await _post(proxy, "oai-plain", raw, "v1/chat/completions")
+    assert response.status_code == 200
+    assert recorder.bodies == [raw]

@@ -324,9 +324,11 @@ class Exchange:
                 value = req.body.get(key)
                 if isinstance(value, int) and value > cap:
                     changes[key] = cap
-        if self.upstream == "openai" and req.stream and not asked_for_usage(req.body):
+        if self.upstream == "openai" and req.stream and not asked_for_usage(req.body) and \
+                "stream_options" not in profile.strip_params:
             # Without it the stream carries no token counts; a client that did not ask does
-            # not see them (`claudex.providers.usage_chunks`, applied by the server).
+            # not see them (`claudex.providers.usage_chunks`, applied by the server). A
+            # provider that refuses the field: `strip_params = ["stream_options"]`.
             options = req.body.get("stream_options")
             if options is None or isinstance(options, dict):
                 changes["stream_options"] = {**(options or {}), "include_usage": True}
