@@ -302,6 +302,11 @@ class MainScreen(ActionsMixin):
         self.query_one("#filter", Input).placeholder = (
             "filter providers and requests: name, state, error, model, status…"
             if view == "table" else "filter requests: provider, model, status, trail…")
+        if not self._requests.has_focus:
+            # The request log's box changes height with the view: unless the operator is
+            # reading it, the newest requests stay in sight.
+            self.call_after_refresh(self._requests.scroll_end, animate=False, immediate=True,
+                                    x_axis=False)
 
     def action_toggle_view(self) -> None:
         self.set_view("grid" if self.view == "table" else "table", chosen=True)
