@@ -1,7 +1,9 @@
 """The provider table: the default view above twelve profiles, `v` toggling it with the grid,
 sorting (the worst error rate on top), the `/` filter, the selection kept by name across
 refreshes and sorts with the verbs acting on it, "—" for what the engine does not report, and
-enabling / disabling a profile with `x` (the file keeps its comments; read-only refuses)."""
+enabling / disabling a profile with `x` (the file keeps its comments; read-only refuses; attached,
+the engine's file), and a console attached to a real `claudex serve` with 60 profiles sorting
+them by the error rates their traffic made."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from claudex.config.loader import load_config
@@ -20,9 +23,10 @@ from claudex.console.components.table_rows import sort_rows, sparkline, table_ro
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
 from claudex.console.screens import ConfirmScreen
+from claudex.demo.world import free_port
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
-from tests.conftest import TEST_ENV, build_config, eventually
+from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, build_config, eventually, profile_toml
 from tests.table_world import StatsLink, many_profiles_toml, stats_for
 from tests.test_console_attached import Serve, finish_workers, serve, until
 
@@ -344,3 +348,51 @@ async def test_attached_disable_writes_the_engines_file_and_it_reloads(serve: Se
             p["name"] == "backup" and p["enabled"] is False
             for p in app.main_screen.snapshot_data["profiles"]))
     await link.close()
+
+
+async def test_attached_to_a_served_engine_with_60_profiles_the_table_sorts_by_error_rate(
+    fakes: Any, tmp_path: Path
+) -> None:
+    """The issue's "done when": a real `claudex serve` with 60 profiles, real traffic, the
+    console attached over HTTP; sorted by error rate, the worst providers are on top."""
+    f = await fakes(("good", "anthropic"), ("flaky", "anthropic"))
+    port = free_port()
+    names = [f"p{i:02d}" for i in range(1, 61)]
+    worst = ["p57", "p58", "p59", "p60"]  # 3 errors each, then 0, 1, 3 and 9 successes
+    text = (GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+            + "\n[breaker]\nfailure_threshold = 100\n"
+            + "".join(profile_toml(n, f["flaky" if n in worst else "good"]) for n in names))
+    path = tmp_path / "profiles.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    served = Serve(path, port)
+    await served.start()
+    try:
+        async with httpx.AsyncClient(base_url=served.url, timeout=10.0) as client:
+            async def send(name: str, times: int) -> None:
+                for _ in range(times):
+                    await client.post(f"/proxy/{name}/v1/messages", json=anthropic_body(),
+                                      headers={"anthropic-version": "2023-06-01",
+                                               "x-claudex-failover": "off"})
+
+            await send("p01", 3)
+            f["flaky"].set_fault("500")
+            for name in worst:
+                await send(name, 3)
+            f["flaky"].set_fault("ok")
+            for name, oks in zip(worst, (0, 1, 3, 9), strict=True):
+                await send(name, oks)
+        link = HttpLink(served.url)
+        await link.connect()
+        app = ConsoleApp(link)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(app, pilot, lambda: len(table_of(app).rows) == 60)
+            assert app.main_screen.view == "table"
+            await pilot.press("s")
+            await until(app, pilot, lambda: table_of(app).sort_by == "errors")
+            assert table_of(app).names[:4] == worst
+            rates = [table_of(app).rows[i].error_rate for i in range(5)]
+            assert rates[:4] == [1.0, 0.75, 0.5, 0.25] and rates[4] == 0.0
+        await link.close()
+    finally:
+        await served.kill()
