@@ -152,7 +152,7 @@ async def test_a_record_that_does_not_decrypt_is_logged_and_refreshed_locally(
     # The second through the lock met ciphertext of another key: it refreshed on its own.
     assert tokens.call_count == 2
     warned = [line for inst in two.world.instances.values() for line in inst.log
-              if "could not be read" in line]
+              if "a token another instance shared could not be read" in line]
     assert len(warned) == 1, warned
     assert "does not decrypt with this key" in warned[0]
     everything = "\n".join(f"{k} {v}" for k, v in (await redis_contents(redis)).items())
