@@ -26,6 +26,7 @@ from claudex.console.format import safe, tripped_words
 from claudex.console.http_link import is_local_url
 from claudex.console.link import DemoHooks, EngineLink, LinkError
 from claudex.console.screens.confirm import ConfirmScreen
+from claudex.console.screens.enabling import ask_to_toggle
 from claudex.console.screens.help import HelpLine, HelpScreen
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.engine.trips import duration_words
@@ -304,57 +305,13 @@ class ActionsMixin(Screen[None]):
         if await self.reload_config():
             self.notify(f"Deleted {name}.")
 
-    def _profile(self, name: str) -> dict[str, Any] | None:
-        return next((p for p in self._profiles() if p.get("name") == name), None)
-
     def action_toggle_enabled(self) -> None:
         name = self._target("toggle_enabled")
         if name is None:
             return
         path = self._config_path()
-        if path is None:
-            return
-        profile = self._profile(name) or {}
-        enable = profile.get("enabled") is False
-        if enable:
-            title, verb = f"Enable {name}?", "Enable"
-            text = (f"Write enabled = true for {name} in {path}: requests and health checks "
-                    "reach it again.")
-        else:
-            title, verb = f"Disable {name}?", "Disable"
-            users = [str(p.get("name")) for p in self._profiles()
-                     if name in (p.get("backup_providers") or [])]
-            chains = (f" The chains of {', '.join(users[:6])}{' …' if len(users) > 6 else ''} "
-                      "skip it." if users else "")
-            text = (f"Write enabled = false for {name} in {path}: requests skip it and fail "
-                    f"over, and it is not health-checked.{chains} x enables it again.")
-        self.app.push_screen(
-            ConfirmScreen(title, text + " Comments and other profiles stay as they are.", verb,
-                          danger=not enable),
-            callback=partial(self._toggle_confirmed, name, path, enable))
-
-    def _toggle_confirmed(self, name: str, path: Path, enable: bool,
-                          confirmed: bool | None) -> None:
-        if confirmed:
-            self.run_worker(self._set_enabled(name, path, enable), group="config-io",
-                            exit_on_error=False, name="enable profile")
-
-    async def _set_enabled(self, name: str, path: Path, enable: bool) -> None:
-        word = "enabled" if enable else "disabled"
-        try:
-            module = importlib.import_module("claudex.config.editing")
-            set_enabled: Callable[[Path, str, bool], object] = module.set_profile_enabled
-        except (ImportError, AttributeError):
-            self.notify("Enabling profiles is not available in this build.", severity="warning")
-            return
-        try:
-            await asyncio.to_thread(set_enabled, path, name, enable)
-        except Exception as exc:  # its message is the operator's to read
-            self.notify(f"Could not write {name} {word}: {safe(str(exc))}", severity="error")
-            return
-        self.note(f"operator {word} profile {name}")
-        if await self.reload_config():
-            self.notify(f"{name} {word}.")
+        if path is not None:
+            ask_to_toggle(self, name, path)  # enabling.py
 
     # -- quit, help ----------------------------------------------------------------------------
 

@@ -12,7 +12,8 @@ whose input (its part of the snapshot, its sparkline, selection, fault) has not 
 touched, a line whose text has not changed is not redrawn (`TextLine`), and no redraw asks for a
 layout unless a size may change; the request log draws each row once (request_log.py).
 
-The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py); this module is the view.
+The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py), the grid / table switch
+and the table's sort in `ViewsMixin` (views.py); this module is the rest of the view.
 """
 
 from __future__ import annotations
@@ -33,12 +34,11 @@ from textual.widgets import Footer, Input, Static
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
 from claudex.console.components.provider_table import ProviderTable
 from claudex.console.components.request_log import MAX_ROWS
-from claudex.console.components.table_rows import SORTS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
 from claudex.console.link import DemoHooks, EngineLink, HistoryPage
 from claudex.console.messages import EngineActivity, ProfileSelected
-from claudex.console.screens.actions import ActionsMixin
 from claudex.console.screens.request_detail import RequestDetailScreen
+from claudex.console.screens.views import ViewsMixin
 from claudex.engine.events import Event
 
 log = logging.getLogger("claudex.console")
@@ -47,7 +47,6 @@ MIN_REFRESH_S: Final = 0.1   # at most ~10 refreshes a second
 TICK_S: Final = 1.0          # countdowns, uptime and req/s move even when nothing happens
 HISTORY: Final = 40          # latencies kept per provider for its sparkline
 INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI drops the oldest)
-TABLE_ABOVE: Final = 12      # more profiles than this: the table is the first view
 SHORT_BELOW: Final = 36      # terminal rows under which the event log shrinks
 
 FAULTS = Binding.Group("fault", compact=False)
@@ -59,7 +58,7 @@ def _error_age(profile: Mapping[str, Any], now_wall: float) -> int | None:
     return int(now_wall - at) if isinstance(at, int | float) else None
 
 
-class MainScreen(ActionsMixin):
+class MainScreen(ViewsMixin):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "trip", "trip", id="claudex.trip"),
         Binding("r", "reset", "reset", id="claudex.reset"),
@@ -278,53 +277,6 @@ class MainScreen(ActionsMixin):
         self._panels = panels
         self._panel_inputs.clear()
         self._panel_names = names
-
-    def _sync_names(self, names: list[str]) -> None:
-        if names == self._names:
-            return
-        self._names = names
-        for gone in set(self._history) - set(names):
-            del self._history[gone]
-        if not self._view_chosen:
-            self.set_view("table" if len(names) > TABLE_ABOVE else "grid")
-
-    # -- grid or table -------------------------------------------------------------------------
-
-    def set_view(self, view: str, *, chosen: bool = False) -> None:
-        """Show the panel grid or the provider table (the next refresh fills it); `chosen`:
-        the operator's choice, which the profile count no longer overrides."""
-        self._view_chosen = self._view_chosen or chosen
-        if view == self.view:
-            return
-        self.view = view
-        self.set_class(view == "table", "-table")
-        self.refresh_bindings()
-        self.query_one("#filter", Input).placeholder = (
-            "filter providers and requests: name, state, error, model, status…"
-            if view == "table" else "filter requests: provider, model, status, trail…")
-        if not self._requests.has_focus:
-            # The request log's box changes height with the view: unless the operator is
-            # reading it, the newest requests stay in sight.
-            self.call_after_refresh(self._requests.scroll_end, animate=False, immediate=True,
-                                    x_axis=False)
-
-    def action_toggle_view(self) -> None:
-        self.set_view("grid" if self.view == "table" else "table", chosen=True)
-        self.request_refresh()
-
-    def action_cycle_sort(self) -> None:
-        if self.view != "table":
-            return
-        table = self._table
-        table.set_sort(SORTS[(SORTS.index(table.sort_by) + 1) % len(SORTS)]
-                       if table.sort_by in SORTS else SORTS[0])
-        table.scroll_to_name(self.selected)
-        self._table_titled()
-
-    def _table_titled(self) -> None:
-        title = self._table.title
-        if self._table.border_title != title:
-            self._table.border_title = title
 
     def _history_of(self, name: str) -> deque[float]:
         return self._history.setdefault(name, deque(maxlen=HISTORY))
