@@ -70,6 +70,9 @@ def test_time_left_of_an_open_breaker_and_of_a_trip() -> None:
     timed = table_row({"name": "b", "breaker": {"state": "forced_open",
                                                  "until": 1000.0 + 20 * 60}}, 1000.0)
     assert timed.left == "20m" and timed.state == "tripped"
+    said = table_row({"name": "b", "breaker": {"state": "forced_open", "reason": "maintenance"},
+                      "stats": {"last_error": "server_error: 503"}}, 0.0)
+    assert said.last_error == "trip: maintenance"  # the reason, while the trip holds
     forever = table_row({"name": "c", "breaker": {"state": "forced_open", "until": None}}, 0.0)
     assert forever.left == "∞"
     assert table_row({"name": "d", "enabled": False}, 0.0).state == "disabled"

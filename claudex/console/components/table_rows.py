@@ -191,6 +191,15 @@ def _error_words(stats: Mapping[str, Any], now_wall: float) -> str:
     return age + safe(str(error), 160)
 
 
+def _trip_words(breaker: Mapping[str, Any]) -> str:
+    """A trip's reason, in the last column while it is in force (the operator's words say
+    more than the error that came before it)."""
+    reason = breaker.get("reason")
+    if breaker.get("state") == "forced_open" and reason:
+        return f"trip: {safe(str(reason), 160)}"
+    return ""
+
+
 def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
     breaker = profile.get("breaker") or {}
     health = profile.get("health") or {}
@@ -214,7 +223,7 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
         tokens_per_min=_number(stats.get("tokens_per_min")),
         minutes_requests=_series(minutes.get("requests")),
         minutes_errors=_series(minutes.get("errors")),
-        last_error=_error_words(stats, now_wall),
+        last_error=_trip_words(breaker) or _error_words(stats, now_wall),
         reason=safe(str(health.get("reason") or ""), 120),
         kind=kind,
     )
