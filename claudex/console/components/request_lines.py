@@ -35,6 +35,26 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("latency", "latency", 9),
 )
 LINE_WIDTH: Final = sum(width + 2 * CELL_PADDING for _, _, width in COLUMNS)
+# Narrower than LINE_WIDTH (a 100-column terminal), the attempts and then the request give up
+# room down to these, so status and latency stay in view instead of behind a scrollbar.
+_SHRINKS: Final = ((3, 24), (1, 22))  # (column index, narrowest width)
+
+
+def column_widths(available: int) -> tuple[int, ...]:
+    """Each column's width for a log `available` cells wide (never wider than COLUMNS says)."""
+    widths = [width for _, _, width in COLUMNS]
+    over = LINE_WIDTH - available
+    for index, narrowest in _SHRINKS:
+        if over <= 0:
+            break
+        give = min(over, widths[index] - narrowest)
+        widths[index] -= give
+        over -= give
+    return tuple(widths)
+
+
+def line_width(widths: tuple[int, ...]) -> int:
+    return sum(width + 2 * CELL_PADDING for width in widths)
 
 
 def fit(text: str, width: int) -> str:
@@ -88,6 +108,7 @@ class RequestLines(ScrollView, can_focus=False):
         self._strips: LRUCache[int, Strip] = LRUCache(1024)  # place -> line
         self._header: Strip | None = None
         self._styles: dict[str, Style] = {}
+        self.widths: tuple[int, ...] = column_widths(LINE_WIDTH)
 
     @property
     def _top(self) -> int:
@@ -113,8 +134,24 @@ class RequestLines(ScrollView, can_focus=False):
             self._styles[key] = style
         return style
 
+    def _resized(self) -> None:
+        """Set the virtual size from the rows and the columns' widths (RequestLog does)."""
+
+    def fit_columns(self, available: int) -> bool:
+        """Lay the columns out for `available` cells; True when that changed them (the cached
+        lines are then dropped)."""
+        widths = column_widths(available)
+        if widths == self.widths:
+            return False
+        self.widths = widths
+        self._strips.clear()
+        self._header = None
+        return True
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
+        if width > 0 and self.fit_columns(width):
+            self.call_after_refresh(self._resized)
         scroll_x, scroll_y = self.scroll_offset
         if y == 0:  # the header stays put and spans the whole width
             header_style = self._style("request-log--header")
@@ -138,8 +175,9 @@ class RequestLines(ScrollView, can_focus=False):
 
     def _header_strip(self, style: Style) -> Strip:
         pad = " " * CELL_PADDING
-        text = "".join(f"{pad}{fit(label, width)}{pad}" for _, label, width in COLUMNS)
-        strip = Strip([Segment(text, style)], LINE_WIDTH)
+        text = "".join(f"{pad}{fit(label, width)}{pad}"
+                       for (_, label, _), width in zip(COLUMNS, self.widths, strict=True))
+        strip = Strip([Segment(text, style)], line_width(self.widths))
         self._header = strip
         return strip
 
@@ -162,9 +200,9 @@ class RequestLines(ScrollView, can_focus=False):
         )
         pad = Segment(" " * CELL_PADDING, base)
         segments: list[Segment] = []
-        for (text, style), (_, _, width) in zip(cells, COLUMNS, strict=True):
+        for (text, style), width in zip(cells, self.widths, strict=True):
             segments += (pad, Segment(fit(text, width), style), pad)
-        strip = Strip(segments, LINE_WIDTH).simplify()
+        strip = Strip(segments, line_width(self.widths)).simplify()
         if not cursor:
             self._strips[place] = strip
         return strip

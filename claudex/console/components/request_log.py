@@ -32,7 +32,7 @@ from textual.geometry import Size
 from textual.message import Message
 
 from claudex.console.components.request_lines import COLUMNS as COLUMNS
-from claudex.console.components.request_lines import LINE_WIDTH, RequestLines
+from claudex.console.components.request_lines import RequestLines, line_width
 from claudex.console.components.request_lines import fit as fit
 from claudex.console.format import RequestRow, TimeText, local_time_text, record_row, safe
 from claudex.console.link import HISTORY_PAGE, HistoryPage
@@ -232,7 +232,7 @@ class RequestLog(RequestLines, can_focus=False):
         self.call_after_refresh(scroll)
 
     def _resized(self) -> None:
-        size = Size(LINE_WIDTH, len(self._shown) + 1 + self._top)  # +1: the header line
+        size = Size(line_width(self.widths), len(self._shown) + 1 + self._top)  # +1: header
         if size != self.virtual_size:  # (a new virtual size means a layout)
             self.virtual_size = size
 
