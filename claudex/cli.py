@@ -206,6 +206,14 @@ def _print_warning(out: Any, warning: str | None) -> None:
 
 
 def _engine_error(resp: httpx.Response) -> CliError:
+    """The engine's own sentence when its answer has one (admin errors are
+    `{"error": "..."}`), else the status and the start of the body."""
+    try:
+        said = resp.json().get("error")
+    except (ValueError, AttributeError):
+        said = None
+    if isinstance(said, str) and said:
+        return CliError(SCRUBBER.text(said[:300]))
     return CliError(f"The engine answered {resp.status_code}: {SCRUBBER.text(resp.text[:200])}")
 
 

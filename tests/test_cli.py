@@ -176,3 +176,12 @@ async def test_run_sets_the_profile_extra_env_and_claudex_claude_binary(
     code, out, _ = await claudex("--config", str(path), "run", "a", "--",
                                  "sh", "-c", 'echo "${EMPTY_ONE-unset}"')
     assert (code, out.strip()) == (0, "")
+
+
+def test_an_engine_refusal_is_said_in_its_own_words_not_as_json() -> None:
+    from claudex.cli import _engine_error
+
+    said = httpx.Response(409, json={"error": "this engine keeps no history"})
+    assert str(_engine_error(said)) == "this engine keeps no history"
+    bare = httpx.Response(502, text="<html>bad gateway</html>")
+    assert str(_engine_error(bare)) == "The engine answered 502: <html>bad gateway</html>"
