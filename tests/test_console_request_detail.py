@@ -524,3 +524,20 @@ def test_request_detail_screen(snap_compare: Any, size: tuple[int, int]) -> None
         assert snap_compare(app, terminal_size=size, run_before=run_before)
     finally:
         asyncio.run(engine.close())
+
+
+async def test_a_console_started_later_fills_its_sparklines_from_the_journal(
+    hosted: Any,
+) -> None:
+    for _ in range(3):
+        assert (await hosted.messages(anthropic_body(), profile="primary")).status_code == 200
+    journal = hosted.engine.journal
+    assert journal is not None
+    await asyncio.to_thread(journal.flush)
+    app = ConsoleApp(LocalLink(hosted.engine))  # opened after the traffic: nothing seen live
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.main_screen
+        await until(app, pilot, lambda: len(screen._history.get("primary", ())) == 3)
+        assert "backup" not in screen._history  # it served nothing
+        assert list(screen._panels["primary"].spark.data or []) == list(
+            screen._history["primary"])

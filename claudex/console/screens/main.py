@@ -46,6 +46,7 @@ log = logging.getLogger("claudex.console")
 MIN_REFRESH_S: Final = 0.1   # at most ~10 refreshes a second
 TICK_S: Final = 1.0          # countdowns, uptime and req/s move even when nothing happens
 HISTORY: Final = 40          # latencies kept per provider for its sparkline
+SPARK_SEED_ROWS: Final = 400  # journal rows read at start to fill the sparklines
 INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI drops the oldest)
 SHORT_BELOW: Final = 36      # terminal rows under which the event log shrinks
 
@@ -161,6 +162,8 @@ class MainScreen(ViewsMixin):
         self.call_after_refresh(self._first_events)
         self.run_worker(self._pump_events(), group="engine-events", exit_on_error=False,
                         name="engine event pump")
+        self.run_worker(self._seed_sparklines(), group="sparkline-seed", exit_on_error=False,
+                        name="sparklines from the journal")
         self.set_interval(TICK_S, self.request_refresh, name="console tick")
         self.request_refresh()
 
@@ -280,6 +283,24 @@ class MainScreen(ViewsMixin):
 
     def _history_of(self, name: str) -> deque[float]:
         return self._history.setdefault(name, deque(maxlen=HISTORY))
+
+    async def _seed_sparklines(self) -> None:
+        """A console started after the engine (attached, or hosting after a restart) starts the
+        panels' sparklines from the journal's newest requests, by the same rule as live ones
+        (served at once, not an error), older than anything seen live since."""
+        page = await self.link.history("requests", limit=SPARK_SEED_ROWS)
+        seeded: dict[str, list[float]] = {}
+        for row in page.rows:
+            provider, status = row.get("provider"), row.get("status")
+            latency = row.get("latency_ms")
+            if (isinstance(provider, str) and isinstance(status, int) and status < 400
+                    and isinstance(latency, int | float) and len(row.get("attempts") or []) == 1):
+                seeded.setdefault(provider, []).append(float(latency))
+        for name, samples in seeded.items():
+            live = list(self._history.get(name, ()))
+            self._history[name] = deque(samples[-HISTORY:] + live, maxlen=HISTORY)
+        if seeded:
+            self.request_refresh()
 
     def _drain_inbox(self) -> None:
         events = list(self._inbox)
