@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken
 from redis.exceptions import RedisError
 
 from claudex.config.model import FleetSettings
@@ -53,7 +52,12 @@ class Sealer:
     """Fernet with the fleet's key: token records in, ciphertext out, and back."""
 
     def __init__(self, key: str) -> None:
+        # Imported here: cryptography costs ~10 MB of memory, and only a fleet sharing tokens
+        # across machines (`[fleet] secret_env` set) needs it.
+        from cryptography.fernet import Fernet, InvalidToken
+
         self._fernet = Fernet(key.strip().encode("ascii"))  # ValueError unless a Fernet key
+        self._invalid = InvalidToken
 
     def seal(self, record: Mapping[str, Any]) -> str:
         data = {k: record.get(k) for k in _FIELDS}
@@ -62,7 +66,7 @@ class Sealer:
     def unseal(self, sealed: str) -> dict[str, Any]:
         try:
             plain = self._fernet.decrypt(sealed.encode("ascii"), ttl=int(TOKEN_TTL_S))
-        except (InvalidToken, UnicodeEncodeError):
+        except (self._invalid, UnicodeEncodeError):
             raise BadSeal("it does not decrypt with this key") from None
         try:
             record = json.loads(plain)
