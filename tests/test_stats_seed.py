@@ -136,6 +136,18 @@ def test_an_unreadable_journal_leaves_the_counters_at_zero(tmp_path: Path,
     assert missing is not None and missing.providers == {}
 
 
+def test_a_journal_another_engine_has_just_created_is_an_empty_seed_not_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import sqlite3
+
+    path = tmp_path / "h.sqlite3"
+    sqlite3.connect(path).close()  # the file exists; its tables are still to come
+    with caplog.at_level(logging.WARNING, logger="claudex.history"):
+        seed = read_seed(path, now=1000.0, until=1000.0, day_start=0.0)
+    assert seed is not None and seed.providers == {}
+    assert caplog.text == ""
+
+
 def test_applying_a_seed_sets_the_rates_over_the_minutes_the_journal_saw() -> None:
     config = build_config("".join(f"""
 [[profiles]]

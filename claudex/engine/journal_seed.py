@@ -94,6 +94,12 @@ def read_seed(path: Path, *, now: float, until: float, day_start: float) -> Seed
             return _read(conn, now=now, until=until, day_start=day_start)
         finally:
             conn.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):  # created just now by another engine, tables to come
+            return Seed()
+        log.warning("history: the journal could not be read for the panels' counters (%s); "
+                    "they start from zero", exc)
+        return None
     except Exception as exc:  # whatever the file holds: the counters are extras
         log.warning("history: the journal could not be read for the panels' counters (%s); "
                     "they start from zero", exc)
