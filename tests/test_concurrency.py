@@ -16,25 +16,57 @@ from tests.conftest import anthropic_body, build_config, eventually, profile_tom
 # -- the adaptive limit --------------------------------------------------------------------------
 
 
-def test_starts_unlimited_and_halves_what_was_in_flight_at_a_burst() -> None:
+def test_starts_unlimited_and_comes_down_to_what_was_in_flight_less_the_refusal() -> None:
     limit = AdaptiveLimit()
     assert limit.limit is None and limit.allows(10_000)
     assert not limit.on_rate_limited(0.0, 32)
     assert not limit.on_rate_limited(0.1, 32)
     assert limit.on_rate_limited(0.2, 32)  # the third within the window: a burst
-    assert limit.limit == 16
+    assert limit.limit == 31               # 32 were in flight, one of them refused
     assert limit.snapshot(0.2).reason == "limited: 3 × 429 in 10 s"
-    assert limit.allows(15) and not limit.allows(16)
+    assert limit.allows(30) and not limit.allows(31)
 
 
-def test_429s_just_after_a_decrease_answer_the_old_concurrency_and_are_ignored() -> None:
+def test_refusals_of_requests_in_flight_at_the_decrease_bring_the_limit_to_what_was_accepted(
+) -> None:
+    # 64 sent at once to a provider that takes 8: 56 refusals come back, each with one fewer
+    # in flight. The limit lands on 8 in that one round (halving took 64 -> 32 -> 16 -> 8,
+    # a round of 429s each), announcing a few steps on the way, not 56.
     limit = AdaptiveLimit()
+    announced = []
+    for i in range(56):
+        if limit.on_rate_limited(0.01 + i * 0.001, 64 - i, sent_at=0.0):
+            announced.append(limit.limit)
+    assert limit.limit == 8 and announced == [61, 30, 15]
+    # Without a send time, a 429 within settle_s of the decrease counts the same way.
+    unknown = AdaptiveLimit()
     for t in (0.0, 0.1, 0.2):
-        limit.on_rate_limited(t, 32)
-    assert not limit.on_rate_limited(0.5, 32)  # within settle_s (1 s) of the decrease
-    assert limit.limit == 16
-    assert limit.on_rate_limited(1.3, 16)      # still a burst in the window, and settled
+        unknown.on_rate_limited(t, 12)
+    assert unknown.limit == 11
+    assert not unknown.on_rate_limited(0.5, 11)
+    assert unknown.limit == 10
+
+
+def test_a_429_sent_after_the_decrease_takes_the_limit_one_below_and_probes_are_rare() -> None:
+    limit = AdaptiveLimit()
+    for i, in_flight in enumerate((11, 10, 9)):
+        limit.on_rate_limited(0.01 * (i + 1), in_flight, sent_at=0.0)
     assert limit.limit == 8
+    # 9 was refused with 429s still in the window: tried again after 4 x 8 successes, not 8.
+    assert [limit.on_success(0.5) for _ in range(32)] == [False] * 31 + [True]
+    assert limit.limit == 9
+    assert limit.on_rate_limited(1.01, 10, sent_at=1.0)  # the probe was one too many
+    assert limit.limit == 8
+    # A slot handed out under 9 just before that decrease, its request sent just after:
+    # the same round, so it refines what was accepted (9 -> 8) instead of cutting to 7.
+    assert not limit.on_rate_limited(1.02, 9, sent_at=1.015)
+    assert limit.limit == 8
+    # Once the limit grew again, one over it in flight is a new round: one below, not an
+    # old slot refining (which would take it to 7).
+    for _ in range(32):
+        limit.on_success(2.0)
+    assert limit.limit == 9
+    assert limit.on_rate_limited(2.1, 10, sent_at=2.05) and limit.limit == 8
 
 
 def test_never_below_one_and_scattered_429s_are_no_burst() -> None:
@@ -52,12 +84,12 @@ def test_never_below_one_and_scattered_429s_are_no_burst() -> None:
 
 
 def test_grows_by_one_per_limit_successes_and_back_to_unlimited_past_the_burst() -> None:
-    limit = AdaptiveLimit()
+    limit = AdaptiveLimit(probe=1)  # the rare probe of a refused level is tested above
     for t in (0.0, 0.1, 0.2):
         limit.on_rate_limited(t, 8)
-    assert limit.limit == 4
-    grew = [limit.on_success(1.0) for _ in range(4)]
-    assert grew == [False, False, False, True] and limit.limit == 5
+    assert limit.limit == 7
+    grew = [limit.on_success(1.0) for _ in range(7)]
+    assert grew == [False] * 6 + [True] and limit.limit == 8
     now = 20.0  # the burst has left the window
     while limit.limit is not None:
         limit.on_success(now)
@@ -72,7 +104,7 @@ def test_a_fixed_max_concurrency_is_the_start_and_the_ceiling() -> None:
     assert limit.limit == 6
     for t in (0.0, 0.1, 0.2):
         limit.on_rate_limited(t, 6)
-    assert limit.limit == 3
+    assert limit.limit == 5
     limit.reset()
     assert limit.limit == 6 and limit.snapshot(0.3).recent_429 == 0
 

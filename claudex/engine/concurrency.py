@@ -2,17 +2,30 @@
 
 A burst of 429s from a provider that limits requests in flight is cured by sending fewer at
 once, not by pausing everything (the proxy-resilience seed: reduce concurrent dispatch before
-increasing backoff). So each provider has an AIMD limit, as in TCP congestion control and
-Netflix's concurrency-limits:
+increasing backoff). So each provider has a limit that grows additively with successes, as in
+TCP congestion control and Netflix's concurrency-limits, and comes down to what the provider
+was seen to accept (Vegas-like) rather than by half:
 
     state        signal                                   effect
-    unlimited    `burst` 429s within `window_s`            limit = in flight at the burst / 2
-    limited      `burst` 429s within `window_s`            limit = limit / 2 (at least 1)
+    unlimited    `burst` 429s within `window_s`            limit = accepted = in flight at the
+                                                          burst, less the 429 that made it
+    limited      a 429 to a request sent after the last   accepted as above, limit =
+                 decrease, with `burst` in the window     min(limit - 1, accepted): the last
+                                                          increase was one too many
+    any          a 429 that answers the last decrease's   accepted - 1, limit = min(limit,
+                 concurrency: sent before it (unknown:    accepted): one more of those in
+                 within `settle_s`), or let in over the   flight then was refused
+                 lowered limit before it grew again
     limited      `limit` successes since the last change  limit + 1; unlimited again once past
-                                                          what was in flight at the first burst
-                                                          with no 429 for a window
-    any          a 429 to a request sent before the last   ignored: it answers the old
-                 decrease (unknown: within `settle_s`)     concurrency
+                 (`probe` x `limit` to reach a level      what was in flight at the first burst
+                 refused while 429s are in the window)    with no 429 for a window
+
+Halving (plain AIMD) throws away half the capacity at every burst and lets the limit swing
+around the provider's own; counting what the provider demonstrably accepted lands on it within
+one round (64 sent at once to a provider that takes 8: 56 refused, limit 8), and probing the
+refused level only every `probe` rounds keeps it there with few 429s. A decrease, and a
+refinement that halves the last announced limit, return True (one event and one log line
+each), so a burst of 56 refusals announces a few steps, not 56.
 
 A fixed `max_concurrency` is where the limit starts and the most it grows back to. The state
 machine is pure: it takes `now` from the caller and does no I/O; `gate.ProviderGate` applies it.
@@ -26,6 +39,8 @@ from dataclasses import dataclass
 BURST = 3            # 429s ...
 WINDOW_S = 10.0      # ... within this many seconds make a burst
 SETTLE_S = 1.0       # after a decrease, 429s this soon are answers to the old concurrency
+PROBE = 4            # a level refused within the window is tried again after PROBE x limit
+                     # successes, not limit
 
 
 @dataclass(frozen=True)
@@ -39,57 +54,97 @@ class AdaptiveLimit:
     """One provider's limit on requests in flight."""
 
     def __init__(self, max_concurrency: int | None = None, *, burst: int = BURST,
-                 window_s: float = WINDOW_S, settle_s: float = SETTLE_S) -> None:
+                 window_s: float = WINDOW_S, settle_s: float = SETTLE_S,
+                 probe: int = PROBE) -> None:
         self.ceiling = max_concurrency
         self.limit: int | None = max_concurrency
         self.burst = burst
         self.window_s = window_s
         self.settle_s = settle_s
+        self.probe = probe
         self._429s: deque[float] = deque()
         self._last_decrease: float | None = None
         self._successes = 0          # since the limit last changed
         self._peak = 0               # in flight when an unlimited provider was first limited
+        self._accepted = 0           # in flight at the last decrease and not (yet) refused
+        self._refused_at = 0         # the limit (or in flight) that the last decrease left
+        self._grew = False           # the limit went up since the last decrease
+        self._announced = 0          # the limit last reported as a decrease
         self.reason: str | None = None
 
     # -- signals -----------------------------------------------------------------------------
 
     def on_rate_limited(self, now: float, in_flight: int, sent_at: float | None = None) -> bool:
-        """A 429 answered a request sent at `sent_at`; True when the limit went down."""
+        """A 429 answered a request sent at `sent_at` while `in_flight` requests (itself
+        included) were at the provider; True when the limit went down enough to announce."""
         self._429s.append(now)
         self._forget(now)
+        if self._answers_last_decrease(now, in_flight, sent_at):
+            # In flight at the last decrease, and refused: the provider accepted one fewer.
+            self._accepted = max(1, self._accepted - 1)
+            if self.limit is None or self._accepted >= self.limit:
+                return False
+            self.limit = self._accepted
+            self._successes = 0
+            self.reason = self._reason()
+            if self.limit > self._announced // 2:
+                return False
+            self._announced = self.limit
+            return True
         if len(self._429s) < self.burst:
             return False
-        last = self._last_decrease
-        if last is not None and (sent_at < last if sent_at is not None
-                                 else now - last < self.settle_s):
-            return False  # sent before the last decrease: it answers the old concurrency
-        current = self.limit if self.limit is not None else max(in_flight, 1)
+        accepted = max(1, in_flight - 1)
         if self.limit is None:
-            self._peak = current
-        new = max(1, current // 2)
-        if self.limit is not None and new >= self.limit:
-            return False  # already at 1
-        self.limit = new
+            self._peak = max(in_flight, 1)
+            new = accepted
+        else:
+            new = max(1, min(self.limit - 1, accepted))
+            if new >= self.limit:
+                return False  # already at 1
+        self._refused_at = self.limit if self.limit is not None else self._peak
+        self.limit = self._announced = new
+        self._accepted = accepted
         self._last_decrease = now
+        self._grew = False
         self._successes = 0
-        self.reason = (f"limited: {len(self._429s)} × 429 in {self.window_s:g} s")
+        self.reason = self._reason()
         return True
+
+    def _answers_last_decrease(self, now: float, in_flight: int, sent_at: float | None) -> bool:
+        """Whether a 429 answers the concurrency of the last decrease: sent before it (unknown:
+        within `settle_s`), or let in over the lowered limit before the limit grew again
+        (a slot handed out just before the decrease, the request sent just after)."""
+        last = self._last_decrease
+        if last is None:
+            return False
+        if sent_at < last if sent_at is not None else now - last < self.settle_s:
+            return True
+        return not self._grew and self.limit is not None and in_flight > self.limit
+
+    def _reason(self) -> str:
+        return f"limited: {len(self._429s)} × 429 in {self.window_s:g} s"
 
     def on_success(self, now: float) -> bool:
         """A request at this provider succeeded; True when the limit went up."""
         if self.limit is None or (self.ceiling is not None and self.limit >= self.ceiling):
             return False
         self._successes += 1
-        if self._successes < self.limit:
+        self._forget(now)
+        needed = self.limit
+        if self._429s and self.limit + 1 >= self._refused_at:
+            needed *= self.probe  # that level was refused within the window: probe it rarely
+        if self._successes < needed:
             return False
         self._successes = 0
         self.limit += 1
+        self._grew = True
         self._forget(now)
         if not self._429s and self.ceiling is None and self.limit > self._peak:
             # Past what was in flight at the burst, with no 429 for a whole window: the
             # provider's limit is not (or no longer) the cause; stop counting.
             self.limit = None
             self.reason = None
+            self._last_decrease = None
         return True
 
     def reset(self) -> None:
@@ -98,6 +153,7 @@ class AdaptiveLimit:
         self._429s.clear()
         self._last_decrease = None
         self._successes = 0
+        self._accepted = self._announced = self._refused_at = 0
         self.reason = None
 
     # -- views -------------------------------------------------------------------------------
