@@ -61,12 +61,20 @@ def test_a_429_sent_after_the_decrease_takes_the_limit_one_below_and_probes_are_
     # the same round, so it refines what was accepted (9 -> 8) instead of cutting to 7.
     assert not limit.on_rate_limited(1.02, 9, sent_at=1.015)
     assert limit.limit == 8
+    # The probe was refused: the next waits twice as long (8 x 8 successes).
+    assert [limit.on_success(2.0) for _ in range(64)] == [False] * 63 + [True]
+    assert limit.limit == 9
     # Once the limit grew again, one over it in flight is a new round: one below, not an
     # old slot refining (which would take it to 7).
-    for _ in range(32):
-        limit.on_success(2.0)
-    assert limit.limit == 9
     assert limit.on_rate_limited(2.1, 10, sent_at=2.05) and limit.limit == 8
+    # Refused again: 16 x 8, and no longer than that however often probes fail.
+    assert [limit.on_success(3.0) for _ in range(128)] == [False] * 127 + [True]
+    assert limit.on_rate_limited(3.1, 10, sent_at=3.05) and limit.limit == 8
+    assert [limit.on_success(4.0) for _ in range(128)] == [False] * 127 + [True]
+    # A window with no 429: growth is one per `limit` successes again.
+    limit.on_rate_limited(5.0, 10, sent_at=4.5)
+    assert limit.limit == 8
+    assert [limit.on_success(16.0) for _ in range(8)] == [False] * 7 + [True]
 
 
 def test_never_below_one_and_scattered_429s_are_no_burst() -> None:

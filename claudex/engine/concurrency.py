@@ -18,12 +18,15 @@ was seen to accept (Vegas-like) rather than by half:
                  lowered limit before it grew again
     limited      `limit` successes since the last change  limit + 1; unlimited again once past
                  (`probe` x `limit` to reach a level      what was in flight at the first burst
-                 refused while 429s are in the window)    with no 429 for a window
+                 refused while 429s are in the window,    with no 429 for a window
+                 twice that after each refused probe,
+                 up to `MAX_SPACING` times)
 
 Halving (plain AIMD) throws away half the capacity at every burst and lets the limit swing
 around the provider's own; counting what the provider demonstrably accepted lands on it within
 one round (64 sent at once to a provider that takes 8: 56 refused, limit 8), and probing the
-refused level only every `probe` rounds keeps it there with few 429s. A decrease, and a
+refused level only every `probe` rounds (up to 16 once probes keep failing) keeps it there
+with few 429s. A decrease, and a
 refinement that halves the last announced limit, return True (one event and one log line
 each), so a burst of 56 refusals announces a few steps, not 56.
 
@@ -40,7 +43,8 @@ BURST = 3            # 429s ...
 WINDOW_S = 10.0      # ... within this many seconds make a burst
 SETTLE_S = 1.0       # after a decrease, 429s this soon are answers to the old concurrency
 PROBE = 4            # a level refused within the window is tried again after PROBE x limit
-                     # successes, not limit
+                     # successes, not limit; twice as long after each refused probe, up to
+MAX_SPACING = 4      # ... this many times as long (while 429s stay in the window)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class AdaptiveLimit:
         self._accepted = 0           # in flight at the last decrease and not (yet) refused
         self._refused_at = 0         # the limit (or in flight) that the last decrease left
         self._grew = False           # the limit went up since the last decrease
+        self._spacing = 1            # doubled by each refused probe, 1 once the window is clear
         self._announced = 0          # the limit last reported as a decrease
         self.reason: str | None = None
 
@@ -101,6 +106,8 @@ class AdaptiveLimit:
             new = max(1, min(self.limit - 1, accepted))
             if new >= self.limit:
                 return False  # already at 1
+            if self._grew:  # a probe above the last decrease was refused: probe less often
+                self._spacing = min(self._spacing * 2, MAX_SPACING)
         self._refused_at = self.limit if self.limit is not None else self._peak
         self.limit = self._announced = new
         self._accepted = accepted
@@ -131,8 +138,11 @@ class AdaptiveLimit:
         self._successes += 1
         self._forget(now)
         needed = self.limit
-        if self._429s and self.limit + 1 >= self._refused_at:
-            needed *= self.probe  # that level was refused within the window: probe it rarely
+        if not self._429s:
+            self._spacing = 1
+        elif self.limit + 1 >= self._refused_at:
+            # That level was refused within the window: probe it rarely.
+            needed *= self.probe * self._spacing
         if self._successes < needed:
             return False
         self._successes = 0
@@ -154,6 +164,7 @@ class AdaptiveLimit:
         self._last_decrease = None
         self._successes = 0
         self._accepted = self._announced = self._refused_at = 0
+        self._spacing = 1
         self.reason = None
 
     # -- views -------------------------------------------------------------------------------
