@@ -1,6 +1,6 @@
 """How claudex behaves under failure and throttling, measured on 127.0.0.1 (issue 12).
 
-    python -m bench.resilience [--quick] [--seconds 8]
+    python -m bench.resilience [--quick] [--seconds 8] [--cap 8] [--latency-ms 200]
 
 Two tables:
 
@@ -8,10 +8,11 @@ Two tables:
   (refused, 500, 529, hung before headers, stalled after message_start, 429 with a long
   Retry-After), with the default settings (--quick: stream timeouts of 2 s and 4 s instead of
   30 s and 60 s, so the run takes seconds);
-- a 429 burst: 32 and 64 clients for --seconds against a provider that allows 8 requests in
-  flight (0.2 s each) and answers 429 with `Retry-After: 1` beyond, with claudex's adaptive
-  concurrency and with it held off: client answers, upstream requests, 429s received and the
-  provider's capacity used.
+- a 429 burst: 32 and 64 clients for --seconds against a provider that allows --cap (8)
+  requests in flight (--latency-ms, 200 ms each) and answers 429 with `Retry-After: 1` beyond,
+  with claudex's adaptive concurrency and with it held off: client answers, upstream requests,
+  429s received, the provider's capacity used and the range the limit kept after the first
+  second.
 
 The engine, the server and the fakes share one process and loop (counts, not CPU, are measured
 here; `make bench` measures the proxy's cost in separate processes).
@@ -97,11 +98,12 @@ async def time_to_failover(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-async def burst(clients: int, seconds: float, adaptive: bool) -> dict[str, Any]:
+async def burst(clients: int, seconds: float, adaptive: bool, cap: int = 8,
+                latency_ms: int = 200) -> dict[str, Any]:
     fake = FakeProvider("solo", "anthropic")
     await fake.start()
-    fake.max_in_flight = 8
-    fake.set_fault("slow", latency_ms=200, retry_after=1)
+    fake.max_in_flight = cap
+    fake.set_fault("slow", latency_ms=latency_ms, retry_after=1)
     saved = concurrency.AdaptiveLimit.on_rate_limited
     if not adaptive:  # held off: the limit never goes down
         concurrency.AdaptiveLimit.on_rate_limited = (  # type: ignore[method-assign]
@@ -110,6 +112,15 @@ async def burst(clients: int, seconds: float, adaptive: bool) -> dict[str, Any]:
     statuses: dict[int, int] = {}
     began = time.perf_counter()
     deadline = began + seconds
+    gate = engine.runtimes["solo"].gate
+    limits: list[int] = []  # sampled every 50 ms once the first second is over
+
+    async def sample() -> None:
+        await asyncio.sleep(1.0)
+        while time.perf_counter() < deadline:
+            if gate.limit.limit is not None:
+                limits.append(gate.limit.limit)
+            await asyncio.sleep(0.05)
     try:
         async with aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -120,13 +131,13 @@ async def burst(clients: int, seconds: float, adaptive: bool) -> dict[str, Any]:
                         statuses[resp.status] = statuses.get(resp.status, 0) + 1
                         if resp.status == 429:  # as an SDK would: wait what it is told
                             await asyncio.sleep(float(resp.headers.get("retry-after", 1)))
-            await asyncio.gather(*(client() for _ in range(clients)))
+            await asyncio.gather(sample(), *(client() for _ in range(clients)))
     finally:
         concurrency.AdaptiveLimit.on_rate_limited = saved  # type: ignore[method-assign]
     seconds = time.perf_counter() - began  # the last answers arrive after the deadline
     upstream = fake.request_count
     served = upstream - fake.over_limit
-    capacity = 8 / 0.2 * seconds
+    capacity = cap / (latency_ms / 1000) * seconds
     limit = engine.runtimes["solo"].gate.limit.limit
     await _stop(engine, server, {"solo": fake})
     answers = sum(statuses.values())
@@ -138,14 +149,16 @@ async def burst(clients: int, seconds: float, adaptive: bool) -> dict[str, Any]:
         "upstream_429_share": round(fake.over_limit / upstream, 3) if upstream else 0.0,
         "upstream_200_per_s": round(served / seconds, 1),
         "capacity_used": round(served / capacity, 3), "final_limit": limit,
+        "limit_after_1s": f"{min(limits)}-{max(limits)}" if limits else "none",
     }
 
 
-async def main_async(quick: bool, seconds: float) -> dict[str, Any]:
+async def main_async(quick: bool, seconds: float, cap: int = 8,
+                     latency_ms: int = 200) -> dict[str, Any]:
     results: dict[str, Any] = {"time_to_failover": await time_to_failover(quick), "burst": []}
     for clients in (32, 64):
         for adaptive in (False, True):
-            results["burst"].append(await burst(clients, seconds, adaptive))
+            results["burst"].append(await burst(clients, seconds, adaptive, cap, latency_ms))
     return results
 
 
@@ -160,15 +173,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--cap", type=int, default=8, help="the provider's requests in flight")
+    parser.add_argument("--latency-ms", type=int, default=200, help="its time per answer")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results = asyncio.run(main_async(args.quick, args.seconds))
+    results = asyncio.run(main_async(args.quick, args.seconds, args.cap, args.latency_ms))
     if args.json:
         print(json.dumps(results, indent=2))
         return
     print("Time to failover (one streamed request; healthy backup)\n")
     print(_table(results["time_to_failover"]))
-    print(f"\n429 burst ({args.seconds:g} s; the provider allows 8 in flight, 0.2 s each)\n")
+    print(f"\n429 burst ({args.seconds:g} s; the provider allows {args.cap} in flight, "
+          f"{args.latency_ms / 1000:g} s each)\n")
     print(_table(results["burst"]))
 
 
