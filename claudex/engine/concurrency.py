@@ -26,9 +26,8 @@ Halving (plain AIMD) throws away half the capacity at every burst and lets the l
 around the provider's own; counting what the provider demonstrably accepted lands on it within
 one round (64 sent at once to a provider that takes 8: 56 refused, limit 8), and probing the
 refused level only every `probe` rounds (up to 16 once probes keep failing) keeps it there
-with few 429s. A decrease, and a
-refinement that halves the last announced limit, return True (one event and one log line
-each), so a burst of 56 refusals announces a few steps, not 56.
+with few 429s. A decrease, and a refinement that halves the last announced limit, return True
+(one event and one log line each), so a burst of 56 refusals announces a few steps, not 56.
 
 A fixed `max_concurrency` is where the limit starts and the most it grows back to. The state
 machine is pure: it takes `now` from the caller and does no I/O; `gate.ProviderGate` applies it.
