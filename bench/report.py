@@ -62,7 +62,32 @@ BUDGETS: tuple[Budget, ...] = (
            lambda r: _stream_errors(r)),
     Budget("2,000 streams: first-content p99 <= 2 x the forwarder's", 2.0, True, "x",
            lambda r: _get(r, "streams", "claudex_over_reference", "2000", "first_content_p99")),
+    Budget("hung streaming primary: first content within stream_first_byte_timeout + 1 s", 1.0,
+           True, "s", lambda r: _hung_overshoot(r)),
+    Budget("429 burst, 64 clients, adaptive: upstream attempts 429 <= 20 %", 0.2, True, "share",
+           lambda r: _burst(r, 64, "upstream_429_share")),
+    Budget("429 burst, 64 clients, adaptive: client answers 200 >= 90 %", 0.9, False, "share",
+           lambda r: _burst(r, 64, "client_200_share")),
 )
+
+# The stream deadline the resilience section ran with (bench/resilience.py: --quick shortens it).
+_FIRST_BYTE_S = {True: 2.0, False: 30.0}
+
+
+def _hung_overshoot(r: dict[str, Any]) -> float | None:
+    """Seconds past `stream_first_byte_timeout` a hung primary's request took to first content."""
+    section = r.get("resilience") or {}
+    for row in section.get("time_to_failover", []):
+        if row.get("fault") == "hung before headers" and row.get("first_content_s") is not None:
+            return float(row["first_content_s"]) - _FIRST_BYTE_S[bool(section.get("quick"))]
+    return None
+
+
+def _burst(r: dict[str, Any], clients: int, key: str) -> float | None:
+    for row in (r.get("resilience") or {}).get("burst", []):
+        if row.get("clients") == clients and row.get("adaptive") and row.get(key) is not None:
+            return float(row[key])
+    return None
 
 
 def _stream_errors(r: dict[str, Any]) -> float | None:
@@ -298,6 +323,8 @@ def render(results: dict[str, Any]) -> str:
     else:
         out.append(_unavailable(con or {}))
 
+    out.append(_resilience(results.get("resilience")))
+
     if results.get("errors"):
         out.append("\n## Sections that failed\n\n")
         out.extend(f"- {name}: {message}\n" for name, message in results["errors"].items())
@@ -335,6 +362,23 @@ def _streams(section: dict[str, Any] | None) -> str:
             f"{c} streams {_fmt(v['first_content_p99'], 2)} x / {_fmt(v['cpu_per_event'], 2)} x"
             for c, v in ratios.items()) + ".\n")
     return "".join(out)
+
+
+def _resilience(section: dict[str, Any] | None) -> str:
+    """Time to failover per fault, and the 429 burst with and without the adaptive limit."""
+    if not section or "burst" not in section:
+        return ""
+    out = ["\n## Under failure (bench/resilience.py)\n\n"
+           "Time to the first content of one streamed request, faulty primary, healthy backup"
+           + (" (quick: stream timeouts shortened)" if section.get("quick") else
+              " (default timeouts)") + ":\n\n"]
+    rows = [list(r.values()) for r in section["time_to_failover"]]
+    out.append(_table(list(section["time_to_failover"][0]), rows, digits=3))
+    out.append(f"\n429 burst, {section['seconds']:g} s against a provider that allows 8 in "
+               "flight (0.2 s each) and answers 429 beyond:\n\n")
+    burst = section["burst"]
+    out.append(_table(list(burst[0]), [list(r.values()) for r in burst], digits=3))
+    return "".join(out) + "\n"
 
 
 def write(results: dict[str, Any], directory: Path) -> tuple[Path, Path]:

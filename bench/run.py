@@ -6,12 +6,14 @@ bench/results.json.
 
 Latency, throughput, streaming, failover and translation are repeated N times (3, or 1 with
 --quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
-50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s) and the console row run once.
+50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s), the console row and resilience
+(bench/resilience.py: time to failover per fault, the 429 burst) run once.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import json
 import os
@@ -30,7 +32,7 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console")
+ONCE = ("memory", "scale", "streams", "console", "resilience")
 
 
 def _cpu_model() -> str:
@@ -175,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, job in (("scale", lambda: sections.scale(world, settings)),
                           ("streams", lambda: streams_scale.scale_streams(world, counts,
                                                                           seconds)),
-                          ("console", lambda: sections.console(world, settings))):
+                          ("console", lambda: sections.console(world, settings)),
+                          ("resilience", lambda: _resilience(args.quick))):
             if name not in wanted:
                 continue
             try:
@@ -209,6 +212,16 @@ def main(argv: list[str] | None = None) -> int:
         value = "–" if row["value"] is None else f"{row['value']:.3f} {row['unit']}"
         print(f"  {row['verdict']:>12}  {row['line']}: {value}")
     return 1 if "run" in errors else 0
+
+
+def _resilience(quick: bool) -> dict[str, Any]:
+    """Time to failover per fault and the 429 burst (bench/resilience.py: engine, server and
+    fakes in this process; counts, not CPU). Quick: shortened stream timeouts, 3 s bursts."""
+    from bench import resilience
+
+    seconds = 3.0 if quick else 8.0
+    found = asyncio.run(resilience.main_async(quick, seconds))
+    return {**found, "seconds": seconds, "quick": quick}
 
 
 if __name__ == "__main__":
