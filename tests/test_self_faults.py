@@ -494,6 +494,50 @@ async def test_sigterm_drains_a_stream_and_a_plain_request_then_exits_0(
             await proc.wait()
 
 
+async def test_sigterm_ends_an_attached_event_stream_and_exits_at_once(
+    fakes: Any, tmp_path: Path
+) -> None:
+    """An attached console holds `GET /_claudex/events` open for as long as it runs. The server
+    ends that stream when it begins to stop; before, uvicorn waited out its whole graceful
+    window (30 s) for the stream to finish, then cancelled it with a traceback."""
+    f = await fakes(("plain", "anthropic"))
+    port = free_port()
+    path = tmp_path / "profiles.toml"
+    path.write_text(HEALTH_GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+                    + profile("plain", f["plain"]))
+    proc = await spawn_serve(path)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until_serving(url, proc)
+        async with httpx.AsyncClient(base_url=url, timeout=20) as client:
+            connected = asyncio.Event()
+
+            async def attached() -> str:
+                async with client.stream("GET", "/_claudex/events") as resp:
+                    assert resp.status_code == 200
+                    text = ""
+                    async for chunk in resp.aiter_text():
+                        text += chunk
+                        connected.set()
+                    return text  # the response ended: the server closed the stream
+
+            reader = asyncio.create_task(attached())
+            await asyncio.wait_for(connected.wait(), 10)
+            resp = await client.post("/proxy/plain/v1/messages", json=anthropic_body())
+            assert resp.status_code == 200
+            proc.send_signal(signal.SIGTERM)
+            # Well inside the 15 s keep-alive and the 30 s graceful window it used to wait for.
+            text = await asyncio.wait_for(reader, 10)
+            assert text.startswith(": connected") and "event: request" in text
+        assert await asyncio.wait_for(proc.wait(), 10) == 0
+        stderr = (await proc.stderr.read()).decode() if proc.stderr else ""
+        assert "Traceback" not in stderr and "Cancel" not in stderr
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
 # ---------------------------------------------------------------------------------------------
 # 4. Config reloads racing with requests lose none.
 

@@ -24,6 +24,7 @@ from claudex.demo.traffic import TrafficGenerator
 from claudex.demo.world import DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
+from claudex.server.event_stream import EventStreams
 from claudex.server.run import RunningServer, start_in_background
 from claudex.server.serve import ServeError, listen_token, register_secrets
 
@@ -66,9 +67,11 @@ async def host_config(config: Config, *, health: bool = True,
             return fresh
 
     engine = Engine(config, **engine_kw)
-    app = create_app(engine, load_config=reload, token=token, manage_engine=False)
+    streams = EventStreams()  # an attached console's stream ends when this one quits
+    app = create_app(engine, load_config=reload, token=token, manage_engine=False,
+                     event_streams=streams)
     try:
-        server = await start_in_background(app, host, port)
+        server = await start_in_background(app, host, port, on_shutdown=streams.close)
     except OSError as exc:
         await engine.close()
         where = f" in {path}" if path else ""

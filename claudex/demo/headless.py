@@ -10,6 +10,7 @@ from claudex import logs
 from claudex.demo.world import DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
+from claudex.server.event_stream import EventStreams
 from claudex.server.run import start_in_background
 
 
@@ -46,8 +47,10 @@ Ctrl-C stops everything.
 async def _run(port: int | None) -> int:
     world = await start_demo_world(port)
     engine = Engine(world.config)
-    app = create_app(engine)
-    server = await start_in_background(app, world.config.proxy.host, world.config.proxy.port)
+    streams = EventStreams()
+    app = create_app(engine, event_streams=streams)
+    server = await start_in_background(app, world.config.proxy.host, world.config.proxy.port,
+                                       on_shutdown=streams.close)
     print(instructions(world, server.url), flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

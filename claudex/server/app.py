@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import time
@@ -19,10 +18,10 @@ from starlette.routing import Route
 from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
-from claudex.engine.events import Event
 from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
 from claudex.engine.trips import DurationError, trip_terms
 from claudex.server import metrics
+from claudex.server.event_stream import EventStreams
 from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
 
@@ -40,10 +39,14 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     manage_engine: bool = True,
     watcher: ConfigWatcher | None = None,
+    event_streams: EventStreams | None = None,
 ) -> ASGIApp:
     """Build the app around `engine`. `load_config` re-reads the config for `/_claudex/reload`.
     With `manage_engine`, the app's lifespan starts the engine's health task and closes it;
-    a `watcher` (the config file's) runs for as long as the app does."""
+    a `watcher` (the config file's) runs for as long as the app does. The server that runs the
+    app calls `event_streams.close()` when it begins to stop (`claudex.server.run`), so that no
+    open event stream holds its shutdown."""
+    streams = event_streams if event_streams is not None else EventStreams()
     registry = metrics.make_registry(engine)
 
     async def models(request: Request) -> Response:
@@ -146,35 +149,8 @@ def create_app(
                 return JSONResponse({"error": "Last-Event-ID and since take an event id "
                                      f"(a whole number), not {resume[:40]!r}"}, status_code=400)
 
-        def frame(event: Event) -> bytes:
-            payload = json.dumps(event.to_json())
-            return f"id: {event.id}\nevent: {event.kind}\ndata: {payload}\n\n".encode()
-
-        async def stream() -> AsyncIterator[bytes]:
-            bus = engine.events
-            # Subscribed before the backlog is read, so nothing published in between is missed;
-            # whatever both hold is sent once (ids only grow).
-            with bus.subscribe(kinds) as queue:
-                sent = bus.last_id if last_seen is None else last_seen
-                gap = last_seen is not None and last_seen + 1 < bus.first_id <= bus.last_id
-                yield (f": connected; oldest id kept {bus.first_id}"
-                       + ("; events were missed before it" if gap else "") + "\n\n").encode()
-                if last_seen is not None:
-                    for event in bus.since(last_seen, kinds):
-                        sent = event.id
-                        yield frame(event)
-                while True:
-                    try:
-                        event = await asyncio.wait_for(queue.get(), timeout=15.0)
-                    except TimeoutError:
-                        yield b": keep-alive\n\n"
-                        continue
-                    if event.id <= sent:
-                        continue
-                    sent = event.id
-                    yield frame(event)
-
-        return StreamingResponse(stream(), media_type="text/event-stream",
+        return StreamingResponse(streams.open(engine.events, kinds, last_seen),
+                                 media_type="text/event-stream",
                                  headers={"cache-control": "no-cache"})
 
     async def history(request: Request) -> Response:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 
 import uvicorn
@@ -28,9 +28,18 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 class _Server(uvicorn.Server):
     """uvicorn re-raises SIGINT/SIGTERM after a graceful shutdown, so the process would die
-    "by signal"; for claudex a graceful stop is a normal exit (status 0)."""
+    "by signal"; for claudex a graceful stop is a normal exit (status 0).
+
+    `on_shutdown` runs as the shutdown begins, before uvicorn waits for open responses to
+    finish: the app ends the ones that never would (its event streams)."""
 
     handle_signals = True  # False when hosted in-process (tests, console): the host owns signals
+    on_shutdown: Callable[[], None] | None = None
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.on_shutdown is not None:
+            self.on_shutdown()
+        await super().shutdown(sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -45,7 +54,8 @@ class _Server(uvicorn.Server):
 
 
 def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 30,
-                log_level: str = "warning") -> uvicorn.Server:
+                log_level: str = "warning",
+                on_shutdown: Callable[[], None] | None = None) -> uvicorn.Server:
     config = uvicorn.Config(
         app,
         loop=loop,
@@ -60,7 +70,9 @@ def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 
         timeout_keep_alive=75,
         proxy_headers=False,  # a local proxy has no trusted front proxy to read X-Forwarded-* from
     )
-    return _Server(config)
+    server = _Server(config)
+    server.on_shutdown = on_shutdown
+    return server
 
 
 @dataclass
@@ -81,10 +93,11 @@ class RunningServer:
 
 
 async def start_in_background(app: ASGIApp, host: str = "127.0.0.1", port: int = 0,
-                              graceful_seconds: int = 5) -> RunningServer:
+                              graceful_seconds: int = 5,
+                              on_shutdown: Callable[[], None] | None = None) -> RunningServer:
     """Start uvicorn inside the running loop (tests, demo, console) and wait until it serves."""
     sock = bind_socket(host, port)
-    server = make_server(app, graceful_seconds=graceful_seconds)
+    server = make_server(app, graceful_seconds=graceful_seconds, on_shutdown=on_shutdown)
     if isinstance(server, _Server):
         server.handle_signals = False
     server.config.setup_event_loop = lambda: None  # type: ignore[method-assign]
@@ -98,9 +111,10 @@ async def start_in_background(app: ASGIApp, host: str = "127.0.0.1", port: int =
 
 @contextlib.asynccontextmanager
 async def serving(
-    app: ASGIApp, host: str = "127.0.0.1", port: int = 0
+    app: ASGIApp, host: str = "127.0.0.1", port: int = 0,
+    on_shutdown: Callable[[], None] | None = None,
 ) -> AsyncIterator[RunningServer]:
-    running = await start_in_background(app, host, port)
+    running = await start_in_background(app, host, port, on_shutdown=on_shutdown)
     try:
         yield running
     finally:

@@ -18,6 +18,7 @@ from claudex.engine.journal import journal_from_settings
 from claudex.engine.secrets import config_secrets
 from claudex.logs import REDACTOR
 from claudex.server.app import create_app
+from claudex.server.event_stream import EventStreams
 from claudex.server.run import bind_socket, make_server
 from claudex.server.security import is_loopback_host
 
@@ -99,14 +100,15 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
             log.warning("config not reloaded: %s (the previous config stays live)", issue)
 
     watcher = ConfigWatcher(path, changed_on_disk, rejected) if path else None
+    streams = EventStreams()
     app = create_app(engine, load_config=reload if path else None, token=token,
-                     watcher=watcher)
+                     watcher=watcher, event_streams=streams)
     loop_name = "uvloop"
     try:
         import uvloop  # noqa: F401
     except ImportError:
         loop_name = "asyncio"
-    server = make_server(app, loop=loop_name, log_level="warning")
+    server = make_server(app, loop=loop_name, log_level="warning", on_shutdown=streams.close)
     names = ", ".join(p.name for p in config.profiles)
     log.info("claudex listening on http://%s:%d (profiles: %s)", host, bound, names)
     # Startup objects (config, modules, the app) never die: move them out of the collector's
