@@ -7,11 +7,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
+from claudex.engine.clock import FakeClock
 from claudex.engine.concurrency import AdaptiveLimit
+from claudex.engine.engine import Engine
+from claudex.engine.events import Event
 from claudex.engine.explain import all_failed_sentence
 from claudex.engine.gate import ProviderGate, RetryBudget
 from claudex.engine.request import Attempt
-from tests.conftest import anthropic_body, build_config, eventually, profile_toml
+from claudex.engine.retries import Retries
+from tests.conftest import TEST_ENV, anthropic_body, build_config, eventually, profile_toml
+from tests.table_world import many_profiles_toml
 
 # -- the adaptive limit --------------------------------------------------------------------------
 
@@ -31,19 +38,24 @@ def test_refusals_of_requests_in_flight_at_the_decrease_bring_the_limit_to_what_
 ) -> None:
     # 64 sent at once to a provider that takes 8: 56 refusals come back, each with one fewer
     # in flight. The limit lands on 8 in that one round (halving took 64 -> 32 -> 16 -> 8,
-    # a round of 429s each), announcing a few steps on the way, not 56.
+    # a round of 429s each), and the round is said once, when it has settled, as 8.
     limit = AdaptiveLimit()
-    announced = []
+    steps = []
     for i in range(56):
         if limit.on_rate_limited(0.01 + i * 0.001, 64 - i, sent_at=0.0):
-            announced.append(limit.limit)
-    assert limit.limit == 8 and announced == [61, 30, 15]
+            steps.append(limit.limit)
+        assert limit.announcement(0.01 + i * 0.001) is None  # the round goes on
+    assert limit.limit == 8 and steps[0] == 61 and steps[-1] == 8
+    assert limit.announce_in(0.5) == pytest.approx(0.512)  # settle_s after the first (0.012)
+    said = limit.announcement(1.02)
+    assert said is not None and said.limit == 8 and said.limit == limit.snapshot(1.02).limit
+    assert limit.announcement(5.0) is None and limit.announce_in(5.0) is None  # said once
     # Without a send time, a 429 within settle_s of the decrease counts the same way.
     unknown = AdaptiveLimit()
     for t in (0.0, 0.1, 0.2):
         unknown.on_rate_limited(t, 12)
     assert unknown.limit == 11
-    assert not unknown.on_rate_limited(0.5, 11)
+    assert unknown.on_rate_limited(0.5, 11)  # a decrease (said with the round)
     assert unknown.limit == 10
 
 
@@ -235,6 +247,72 @@ async def test_a_429_burst_narrows_concurrency_instead_of_pausing_the_provider(
     status = (await proxy.client.get("/_claudex/status")).json()
     shown = status["profiles"][0]["concurrency"]
     assert shown["limit"] == rt.gate.limit.limit and shown["reason"].startswith("limited: ")
+
+
+def test_the_limit_event_names_where_the_round_took_the_limit() -> None:
+    """64 in flight at a provider that takes 8: the 56 refusals take the limit 64 -> 8 in one
+    round, and the one event (and log line) said about it names 8, what status shows."""
+    clock = FakeClock()
+    engine = Engine(build_config(many_profiles_toml(1)), clock=clock, wall=clock.wall,
+                    env=TEST_ENV)
+    rt = engine.runtimes["p01"]
+    retries = Retries(engine)
+    sent_at = clock()
+    for refused in range(56):
+        clock.advance(0.001)
+        rt.gate.in_flight = 63 - refused  # this one's slot is back already
+        retries.narrow(rt, clock(), sent_at)
+    said = [e for e in engine.events.recent if e.kind == "limit"]
+    assert said == [] and rt.gate.limit.limit == 8  # the round may go on: nothing said yet
+    clock.advance(1.0)
+    retries.say_limit(rt)
+    said = [e for e in engine.events.recent if e.kind == "limit"]
+    shown = rt.concurrency_json(clock())
+    assert [e.message for e in said] == [
+        f"p01: reducing concurrency to 8 ({shown['reason']})"]
+    assert said[0].data["concurrency"] == shown["limit"] == 8
+    retries.say_limit(rt)  # said once
+    assert len([e for e in engine.events.recent if e.kind == "limit"]) == 1
+
+
+async def test_every_limit_and_escalation_sentence_names_the_limit_of_its_moment(
+    fakes: Any, proxy_factory: Any
+) -> None:
+    """Through the proxy: 64 clients at a fake provider that takes 8 at once. Each sentence
+    about the limit is checked against the limit as it was when the sentence was published,
+    and once the burst is over the last one names the limit status shows. No same-provider
+    retries: each refusal goes back to its client, so the round is one of refinements only
+    (where the words used to stop at "to 15" while the limit went on down)."""
+    f = await fakes(("solo", "anthropic"),)
+    proxy = await proxy_factory(build_config(profile_toml("solo", f["solo"],
+                                                          extra="max_attempts = 1")), fakes=f)
+    solo = f["solo"]
+    solo.max_in_flight = 8
+    solo.set_fault("slow", latency_ms=300, retry_after=1)
+    rt = proxy.engine.runtimes["solo"]
+    seen: list[tuple[Event, int | None]] = []
+    proxy.engine.events.sinks.append(
+        lambda e: seen.append((e, rt.gate.limit.limit)) if e.kind in ("limit", "escalation")
+        else None)
+    answers = await asyncio.gather(*(proxy.messages(anthropic_body()) for _ in range(64)))
+    assert any(r.status_code == 200 for r in answers)
+
+    def limit_said() -> list[tuple[Event, int | None]]:
+        return [(e, n) for e, n in seen if e.kind == "limit" and "concurrency" in e.data]
+
+    await eventually(lambda: bool(limit_said())
+                     and limit_said()[-1][0].data["concurrency"] == rt.gate.limit.limit,
+                     limit_s=10.0)
+    for event, limit in limit_said():
+        assert event.data["concurrency"] == limit
+        assert event.message.startswith(f"solo: reducing concurrency to {limit} (")
+    escalations = [(e, n) for e, n in seen if e.kind == "escalation"
+                   and "reducing concurrency" in e.message]
+    for event, limit in escalations:
+        assert f"(solo to {limit} at once)" in event.message
+    status = (await proxy.client.get("/_claudex/status")).json()
+    assert status["profiles"][0]["concurrency"]["limit"] == limit_said()[-1][0].data[
+        "concurrency"]
 
 
 def test_the_escalation_sentence_names_the_narrowed_limit() -> None:

@@ -26,8 +26,10 @@ Halving (plain AIMD) throws away half the capacity at every burst and lets the l
 around the provider's own; counting what the provider demonstrably accepted lands on it within
 one round (64 sent at once to a provider that takes 8: 56 refused, limit 8), and probing the
 refused level only every `probe` rounds (up to 16 once probes keep failing) keeps it there
-with few 429s. A decrease, and a refinement that halves the last announced limit, return True
-(one event and one log line each), so a burst of 56 refusals announces a few steps, not 56.
+with few 429s. Every decrease returns True; what is said about them waits for the round to
+settle (`announcement`: `settle_s` after the first decrease not yet said), so a burst of 56
+refusals is one event and one log line, and it names the limit the round ended at (the one
+status shows then), not a step on the way.
 
 A fixed `max_concurrency` is where the limit starts and the most it grows back to. The state
 machine is pure: it takes `now` from the caller and does no I/O; `gate.ProviderGate` applies it.
@@ -73,14 +75,16 @@ class AdaptiveLimit:
         self._refused_at = 0         # the limit (or in flight) that the last decrease left
         self._grew = False           # the limit went up since the last decrease
         self._spacing = 1            # doubled by each refused probe, 1 once the window is clear
-        self._announced = 0          # the limit last reported as a decrease
+        self._announced: int | None = None  # the limit last said in words (None: none yet)
+        self._unsaid_since: float | None = None  # the first decrease not said yet
         self.reason: str | None = None
 
     # -- signals -----------------------------------------------------------------------------
 
     def on_rate_limited(self, now: float, in_flight: int, sent_at: float | None = None) -> bool:
         """A 429 answered a request sent at `sent_at` while `in_flight` requests (itself
-        included) were at the provider; True when the limit went down enough to announce."""
+        included) were at the provider; True when the limit went down (`announcement` says
+        when to put it in words)."""
         self._429s.append(now)
         self._forget(now)
         if self._answers_last_decrease(now, in_flight, sent_at):
@@ -91,9 +95,7 @@ class AdaptiveLimit:
             self.limit = self._accepted
             self._successes = 0
             self.reason = self._reason()
-            if self.limit > self._announced // 2:
-                return False
-            self._announced = self.limit
+            self._unsaid(now)
             return True
         if len(self._429s) < self.burst:
             return False
@@ -108,13 +110,18 @@ class AdaptiveLimit:
             if self._grew:  # a probe above the last decrease was refused: probe less often
                 self._spacing = min(self._spacing * 2, MAX_SPACING)
         self._refused_at = self.limit if self.limit is not None else self._peak
-        self.limit = self._announced = new
+        self.limit = new
         self._accepted = accepted
         self._last_decrease = now
         self._grew = False
         self._successes = 0
         self.reason = self._reason()
+        self._unsaid(now)
         return True
+
+    def _unsaid(self, now: float) -> None:
+        if self._unsaid_since is None:
+            self._unsaid_since = now
 
     def _answers_last_decrease(self, now: float, in_flight: int, sent_at: float | None) -> bool:
         """Whether a 429 answers the concurrency of the last decrease: sent before it (unknown:
@@ -154,6 +161,7 @@ class AdaptiveLimit:
             self.limit = None
             self.reason = None
             self._last_decrease = None
+            self._announced = self._unsaid_since = None
         return True
 
     def reset(self) -> None:
@@ -162,9 +170,32 @@ class AdaptiveLimit:
         self._429s.clear()
         self._last_decrease = None
         self._successes = 0
-        self._accepted = self._announced = self._refused_at = 0
+        self._accepted = self._refused_at = 0
+        self._announced = self._unsaid_since = None
         self._spacing = 1
         self.reason = None
+
+    # -- in words ----------------------------------------------------------------------------
+
+    def announce_in(self, now: float) -> float | None:
+        """Seconds until a decrease is due to be said (0: now); None when none waits."""
+        if self._unsaid_since is None:
+            return None
+        return max(0.0, self._unsaid_since + self.settle_s - now)
+
+    def announcement(self, now: float, *, due: bool = False) -> LimitSnapshot | None:
+        """The limit to say now, once per round of decreases: `settle_s` after the first one
+        not said yet (or at once with `due`, from a timer that waited that long), as the limit
+        is then. None while the round may go on, when nothing waits, or when the limit is
+        already what was said last (or no longer held)."""
+        wait = self.announce_in(now)
+        if wait is None or (wait > 0 and not due):
+            return None
+        self._unsaid_since = None
+        if self.limit is None or self.limit == self._announced:
+            return None
+        self._announced = self.limit
+        return self.snapshot(now)
 
     # -- views -------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ refresh for a 401, the learned max_tokens cap for a stated limit."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from claudex.engine import backoff
@@ -24,6 +25,7 @@ class Retries:
         self.by_kind: dict[Retry, RetryHandler] = {
             Retry.NO: self.no_retry, Retry.BACKOFF: self.backoff,
             Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap}
+        self._timers: set[int] = set()  # limits (by id) with a decrease waiting to be said
 
     async def no_retry(self, ledger: Ledger, exchange: Exchange, seen: Seen,
                         tries: Tries) -> Step:
@@ -85,14 +87,40 @@ class Retries:
 
 
     def narrow(self, rt: ProviderRuntime, now: float, sent_at: float) -> None:
-        """A 429: let the adaptive limit see it; one event and one log line when it drops."""
+        """A 429: let the adaptive limit see it; when it drops, say so once the round settles."""
         # This request's slot is already back: count it as still in flight at the burst.
         if rt.gate.limit.on_rate_limited(now, rt.gate.in_flight + 1, sent_at):
-            snap = rt.gate.limit.snapshot(now)
+            self.say_limit(rt)
+
+    def say_limit(self, rt: ProviderRuntime, *, due: bool = False) -> None:
+        """One event and one log line per round of decreases, naming the limit as it is when
+        they are said (what status shows then): `settle_s` after the round's first decrease,
+        by a timer on the loop (with no loop, as in a test driving this by hand, the next
+        call says it); `due`: that timer."""
+        limit = rt.gate.limit
+        now = self.core.clock()
+        snap = limit.announcement(now, due=due)
+        if snap is not None:
             words = f"{rt.name}: reducing concurrency to {snap.limit} ({snap.reason})"
             self.core.events.publish(Event("limit", words, rt.name,
                                            {"concurrency": snap.limit, "reason": snap.reason}))
             log.info("%s", words)
+            return
+        wait = limit.announce_in(now)
+        if wait is None or id(limit) in self._timers:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._timers.add(id(limit))
+
+        def fire() -> None:
+            self._timers.discard(id(limit))
+            if self.core.runtimes.get(rt.name) is rt:  # (not replaced by a reload meanwhile)
+                self.say_limit(rt, due=True)
+
+        loop.call_later(wait, fire)
 
     def learn_token_limit(self, rt: ProviderRuntime, exchange: Exchange, limit: int) -> None:
         """Remember the limit the provider stated, so the next request is capped before it is
