@@ -1,9 +1,10 @@
 """Many profiles for the provider table's tests and snapshots: a generated config, fixed
 statistics laid over the engine's status, and a few providers in each state.
 
-The statistics the table reads (`stats.requests_per_min`, `error_rate`, `tokens_per_min`,
-`latency`, `minutes`) are set by `StatsLink` on top of the real engine's status, so a test says
-exactly what each provider reports, whatever the engine computes itself.
+The statistics the table reads (`stats.requests_per_min`, `tokens_per_min`, `latency`,
+`minutes`, whose last five slots make its error %) are set by `StatsLink` on top of the real
+engine's status, so a test says exactly what each provider reports, whatever the engine
+computes itself.
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ def stats_for(index: int) -> dict[str, Any]:
         "minutes": {"requests": requests, "errors": errors,
                     "tokens": [n * 300 for n in requests]},
     }
+
+
+def erring(stats: Mapping[str, Any], rate: float) -> dict[str, Any]:
+    """`stats` with this error rate over the last five minutes: 100 requests in the current
+    minute, `rate` of them errors (the older minutes as they were)."""
+    minutes = stats["minutes"]
+    return {**stats, "error_rate": rate, "minutes": {
+        **minutes, "requests": [*minutes["requests"][:-5], 0, 0, 0, 0, 100],
+        "errors": [*minutes["errors"][:-5], 0, 0, 0, 0, round(rate * 100)]}}
 
 
 class StatsLink(LocalLink):

@@ -27,7 +27,7 @@ from claudex.demo.world import free_port
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, build_config, eventually, profile_toml
-from tests.table_world import StatsLink, many_profiles_toml, stats_for
+from tests.table_world import StatsLink, erring, many_profiles_toml, stats_for
 from tests.test_console_attached import Serve, finish_workers, serve, until
 
 __all__ = ["serve"]  # the attached engine's fixture, used below
@@ -88,10 +88,17 @@ def test_sparkline_squeezes_minutes_and_marks_the_ones_with_errors() -> None:
     assert len(text) == 10 and text[-1] == "█" and flags == (False,) * 9 + (True,)
 
 
+def minutes_with(requests: dict[int, int], errors: dict[int, int]) -> dict[str, list[int]]:
+    """A 30-minute `stats.minutes` with these counts `n` minutes ago (0: the current one)."""
+    return {"requests": [requests.get(29 - i, 0) for i in range(30)],
+            "errors": [errors.get(29 - i, 0) for i in range(30)], "tokens": [0] * 30}
+
+
 def test_sorts() -> None:
     rows = [table_row({"name": name, "health": {"color": colour},
                        "breaker": {"state": state},
-                       "stats": {"error_rate": rate,
+                       "stats": {"minutes": minutes_with({0: 100}, {0: round(rate * 100)})
+                                 if rate is not None else None,
                                  "latency": {"duration_p95_ms": p95}}}, 0.0)
             for name, colour, state, rate, p95 in (
                 ("a", "green", "closed", 0.01, 900), ("b", "red", "open", None, None),
@@ -100,6 +107,25 @@ def test_sorts() -> None:
     assert [r.name for r in sort_rows(rows, "errors")] == ["c", "d", "a", "b"]
     assert [r.name for r in sort_rows(rows, "p95")] == ["c", "a", "d", "b"]
     assert [r.name for r in sort_rows(rows, "name")] == ["a", "b", "c", "d"]
+
+
+def test_the_error_rate_is_the_last_five_minutes_so_failing_now_sorts_above_failed_before(
+) -> None:
+    # "before" failed hard 8 minutes ago and has answered well since: its 30-minute error
+    # rate (what the engine's `error_rate` says, 60 %) is above "now"'s (25 %), which is
+    # failing at this minute.
+    before = table_row({"name": "before", "stats": {
+        "error_rate": 0.6, "minutes": minutes_with({8: 10, 3: 2, 0: 1}, {8: 9})}}, 0.0)
+    now = table_row({"name": "now", "stats": {
+        "error_rate": 0.25, "minutes": minutes_with({20: 30, 1: 6, 0: 2}, {1: 4, 0: 2})}}, 0.0)
+    idle = table_row({"name": "idle", "stats": {
+        "error_rate": 1.0, "minutes": minutes_with({6: 3}, {6: 3})}}, 0.0)
+    assert before.error_rate == 0.0 and now.error_rate == 0.75
+    assert idle.error_rate is None and idle.cells()["err"] == "—"  # nothing sent in 5 min
+    assert [r.name for r in sort_rows([before, idle, now], "errors")] == [
+        "now", "before", "idle"]
+    assert now.cells()["err"] == "75%"
+    assert [c.label for c in columns_for(135, 12) if c.key == "err"] == ["err 5m"]
 
 
 def test_columns_fit_the_width() -> None:
@@ -143,8 +169,8 @@ async def test_three_profiles_open_on_the_grid() -> None:
 
 async def test_sort_by_error_rate_puts_the_worst_on_top(sixty: Engine) -> None:
     stats = {name: stats_for(i) for i, name in enumerate(sixty.runtimes)}
-    stats["p37"] = {**stats["p37"], "error_rate": 0.93}
-    stats["p12"] = {**stats["p12"], "error_rate": 0.51}
+    stats["p37"] = erring(stats["p37"], 0.93)
+    stats["p12"] = erring(stats["p12"], 0.51)
     app = ConsoleApp(StatsLink(sixty, stats))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -158,7 +184,7 @@ async def test_sort_by_error_rate_puts_the_worst_on_top(sixty: Engine) -> None:
         rates = [r.error_rate or 0.0 for r in table.rows]
         assert rates == sorted(rates, reverse=True)
         # A new picture with another worst provider: it goes on top at the next refresh.
-        stats["p05"] = {**stats["p05"], "error_rate": 0.99}
+        stats["p05"] = erring(stats["p05"], 0.99)
         await settle(app, pilot)
         assert table.names[:3] == ["p05", "p37", "p12"]
 
@@ -176,7 +202,7 @@ async def test_selection_is_kept_by_name_and_the_verbs_act_on_it(sixty: Engine) 
         await settle(app, pilot)
         chosen = table.names[(first + 2) % 60]
         assert main.selected == chosen and table.selected == chosen
-        stats[chosen] = {**stats[chosen], "error_rate": 0.999}  # it moves to the top
+        stats[chosen] = erring(stats[chosen], 1.0)  # it moves to the top
         await settle(app, pilot)
         assert table.names[0] == chosen and main.selected == chosen
         await pilot.press("s", "s")  # by name

@@ -1,9 +1,10 @@
 """The provider table: one line per provider, for configs too big for a panel each.
 
 Columns: a dot in the provider's colour, name, state, time left (an open breaker's countdown, a
-timed trip's remaining time, ∞ for a trip until reset), requests/min, error %, p50/p95 of total
-duration (non-streamed answers), time to first content (p50, streams), tokens/min, a sparkline
-of requests per minute over the last 30 minutes (a minute with errors in red) and the last error.
+timed trip's remaining time, ∞ for a trip until reset), requests/min, error % of the last five
+minutes ("err 5m"), p50/p95 of total duration (non-streamed answers), time to first content
+(p50, streams), tokens/min, a sparkline of requests per minute over the last 30 minutes (a
+minute with errors in red) and the last error.
 Colour marks state only (the dot, a state that is not closed, error minutes); secondary text is
 dim. The widths follow the widget's width: the sparkline takes 30, 15 or 10 cells, the last error
 the rest (or nothing on a narrow screen).
@@ -55,7 +56,7 @@ def columns_for(width: int, name_width: int) -> list[Column]:
     fixed = [
         Column("dot", "", 1), Column("name", "provider", name_width),
         Column("state", "state", 9), Column("left", "left", 4, right=True),
-        Column("rpm", "req/m", 5, right=True), Column("err", "err%", 5, right=True),
+        Column("rpm", "req/m", 5, right=True), Column("err", "err 5m", 6, right=True),
         Column("p50", "p50", 5, right=True), Column("p95", "p95", 5, right=True),
         Column("ttfc", "ttfc", 5, right=True), Column("tpm", "tok/m", 5, right=True),
     ]
@@ -231,6 +232,8 @@ class ProviderTable(ScrollView, can_focus=False):
             label = column.label
             if column.key == {"errors": "err", "p95": "p95", "name": "name",
                               "state": "state"}.get(self.sort_by):
+                if len(label) >= column.width:
+                    label = label.replace(" ", "")  # room for the mark: "err5m▼"
                 label += "▼" if column.key != "name" else "▲"
             text = (label.rjust(column.width) if column.right else fit(label, column.width))
             segments += (Segment(text[-column.width:] if column.right else text, style),

@@ -1,9 +1,12 @@
 """The provider table's rows as data: one `TableRow` per profile from the engine's status, the
 sort orders, the filter and the cell texts. No Textual here (provider_table.py draws them).
 
-Every number comes from the profile's status (`stats.requests_per_min`, `stats.error_rate`,
-`stats.latency.*`, `stats.minutes.*`, `breaker.until`, ...); a key the engine does not report
-(an older engine, or no traffic yet) reads as "—", never as zero.
+Every number comes from the profile's status (`stats.requests_per_min`, `stats.latency.*`,
+`stats.minutes.*`, `breaker.until`, ...); a key the engine does not report (an older engine, or
+no traffic yet) reads as "—", never as zero. The error % is that of the last `ERROR_MINUTES`
+one-minute slots of `stats.minutes`, not the engine's `error_rate` over all 30: sorted by
+error rate, a provider failing now ranks above one that failed ten minutes ago and has been
+fine since (the sparkline still shows the 30 minutes).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Any, Final
 from claudex.console.format import compact_count, safe, state_label
 
 MISSING: Final = "—"
+ERROR_MINUTES: Final = 5  # the error % column: this many newest minutes (the current one too)
 SORTS: Final = ("state", "errors", "p95", "name")
 SORT_TEXT: Final[dict[str, str]] = {
-    "state": "state", "errors": "error %", "p95": "p95 latency", "name": "name",
+    "state": "state", "errors": f"error % ({ERROR_MINUTES}m)", "p95": "p95 latency",
+    "name": "name",
 }
 BARS: Final = "▁▂▃▄▅▆▇█"
 COLOUR_RANK: Final[dict[str, int]] = {"red": 0, "yellow": 1, "green": 2}
@@ -161,6 +166,16 @@ def _series(value: Any) -> tuple[int, ...] | None:
     return series
 
 
+def recent_error_rate(requests: Sequence[int] | None, errors: Sequence[int] | None,
+                      minutes: int = ERROR_MINUTES) -> float | None:
+    """Errors per request sent in the newest `minutes` slots; None without the series or
+    without a request in them (nothing to judge by)."""
+    if requests is None or errors is None:
+        return None
+    sent = sum(requests[-minutes:])
+    return min(1.0, sum(errors[-minutes:]) / sent) if sent > 0 else None
+
+
 def _state(profile: Mapping[str, Any], breaker: Mapping[str, Any]) -> tuple[str, int]:
     if profile.get("problem"):
         return "misconfig", -1
@@ -207,6 +222,8 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
     latency = stats.get("latency") or {}
     minutes = stats.get("minutes") or {}
     state, rank = _state(profile, breaker)
+    minutes_requests = _series(minutes.get("requests"))
+    minutes_errors = _series(minutes.get("errors"))
     provider_type = str(profile.get("provider_type") or "")
     kind = {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(
         provider_type, "openai")
@@ -215,14 +232,14 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
         colour=str(health.get("color") or "green"),
         state=state, state_rank=rank, left=_left(breaker, now_wall),
         requests_per_min=_number(stats.get("requests_per_min")),
-        error_rate=_number(stats.get("error_rate")),
+        error_rate=recent_error_rate(minutes_requests, minutes_errors),
         p50_ms=_number(latency.get("duration_p50_ms")),
         p95_ms=_number(latency.get("duration_p95_ms")),
         ttfc_ms=_number(latency.get("first_content_p50_ms")),
         ttfc_p95_ms=_number(latency.get("first_content_p95_ms")),
         tokens_per_min=_number(stats.get("tokens_per_min")),
-        minutes_requests=_series(minutes.get("requests")),
-        minutes_errors=_series(minutes.get("errors")),
+        minutes_requests=minutes_requests,
+        minutes_errors=minutes_errors,
         last_error=_trip_words(breaker) or _error_words(stats, now_wall),
         reason=safe(str(health.get("reason") or ""), 120),
         kind=kind,
@@ -236,7 +253,8 @@ def _missing_last(value: float | None) -> tuple[int, float]:
 
 def sort_rows(rows: Sequence[TableRow], by: str) -> list[TableRow]:
     """`state`: red first, then by breaker (tripped, open, half-open, closed); `errors`: the
-    highest error rate first; `p95`: the slowest first; `name`: alphabetical. Ties by name."""
+    highest error rate of the last `ERROR_MINUTES` first; `p95`: the slowest first; `name`:
+    alphabetical. Ties by name."""
     if by == "errors":
         return sorted(rows, key=lambda r: (_missing_last(r.error_rate),
                                            _missing_last(r.requests_per_min), r.name))

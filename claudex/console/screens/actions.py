@@ -44,7 +44,7 @@ ACTION_TEXT: Final[dict[str, str]] = {
     "delete": "delete the selected profile from the config file",
     "toggle_enabled": "disable or enable the selected profile (writes enabled = false / true)",
     "toggle_view": "switch between the panel grid and the provider table",
-    "cycle_sort": "table: sort by state, error rate, p95 latency, name (in turn)",
+    "cycle_sort": "table: sort by state, error rate (last 5 min), p95 latency, name (in turn)",
     "filter": "filter the request log and the table (enter keeps it, escape clears it)",
     "help": "show this help",
     "focus_requests": "into the request log and back: ↑ ↓ j k pick a request, enter shows its "
