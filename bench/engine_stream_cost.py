@@ -87,7 +87,7 @@ class _Memory:
 
     async def send(self, provider: str, method: str, url: str, headers: Mapping[str, str],
                    body: bytes | None, *, connect_timeout: float,
-                   read_timeout: float) -> UpstreamResponse:
+                   read_timeout: float | None) -> UpstreamResponse:
         return _Answer(self.chunks)
 
     async def close(self) -> None:

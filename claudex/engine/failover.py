@@ -267,10 +267,9 @@ class Forwarder:
             sending = core.transport.send(
                 profile.name, "POST", tries.url, exchange.headers(auth),
                 tries.body, connect_timeout=profile.connect_timeout,
-                # A stream's socket may be silent up to the idle timeout once committed;
-                # before that its own, shorter deadlines apply (engine/stalls.py).
-                read_timeout=profile.read_timeout if deadlines is None
-                else profile.stream_idle_timeout,
+                # A stream has deadlines of its own (engine/stalls.py): before the commit,
+                # `within`; after it, the relay's idle watch. No socket read timer.
+                read_timeout=profile.read_timeout if deadlines is None else None,
             )
             resp = GatedResponse(await (sending if deadlines is None
                                         else within(deadlines.headers(), sending)), rt.gate)

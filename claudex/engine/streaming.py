@@ -5,7 +5,7 @@ SSE `error` event and the provider's breaker a failure — never a second upstre
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from claudex.engine.answers import passed_headers, tag
 from claudex.engine.classify import Outcome, map_transport_error
@@ -13,8 +13,9 @@ from claudex.engine.exchange import Exchange, StreamCodec
 from claudex.engine.ledger import Ledger
 from claudex.engine.request import ForwardResult
 from claudex.engine.secrets import SCRUBBER
-from claudex.engine.stalls import StreamDeadlines, within
+from claudex.engine.stalls import IdleWatch, StreamDeadlines, within
 from claudex.engine.transport import UpstreamResponse
+from claudex.engine.usage import Usage, UsageScanner
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.sse import CommitWatcher, StreamSignal
 
@@ -77,66 +78,93 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"
     ledger.hand_to_stream()
-    stream = _UntilClosed(_relay(ledger, exchange, codec, resp, chunks, held),
-                          lambda: _let_go(ledger, resp))
+    stream = RelayedStream(ledger, exchange, codec, resp, chunks, b"".join(held))
     return tag(ForwardResult(200, headers, name, ledger.trail.attempts, stream=stream))
 
 
-def _let_go(ledger: Ledger, resp: UpstreamResponse) -> None:
-    resp.close()
-    ledger.stream_ended()
-    ledger.release(by_stream=True)  # a no-op when settled
+class RelayedStream:
+    """A committed stream as the server iterates it: the bytes held until the commit, then each
+    upstream chunk through the codec, then the ending the stream earned (its tail, or one SSE
+    error event). Closing it, or its end, settles the request once: the upstream response
+    closed, the breaker permit back, the tokens its events reported handed to `count`'s callback.
 
+    One object with its own `__anext__`, where a chain of async generators (transport, relay,
+    close guard, usage counter) had each chunk resume four frames: every chunk of every stream
+    passes here (bench/NOTES.md, streaming cost). For the same reason the silence after the
+    commit is watched by one timer a stream (`IdleWatch`) instead of the socket read timeout,
+    which aiohttp re-arms on every chunk."""
 
-class _UntilClosed:
-    """The relay as the server gets it. Closing an async generator that never started runs none
-    of its code, so a client gone before the first chunk was asked for would leave the breaker
-    permit and the provider's slot held for good: then `let_go` does what the relay's `finally`
-    would have done."""
+    def __init__(self, ledger: Ledger, exchange: Exchange, codec: StreamCodec,
+                 resp: UpstreamResponse, chunks: AsyncIterator[bytes], first: bytes) -> None:
+        self._ledger = ledger
+        self._exchange = exchange
+        self._codec = codec
+        self._resp = resp
+        self._next_chunk = chunks.__anext__
+        self._ahead: list[bytes] = [first] if first else []  # sent before reading upstream
+        self._upstream_over = False
+        self._closed = False
+        self._scanner = UsageScanner()
+        self._done: Callable[[Usage | None], None] | None = None
+        self._watch = IdleWatch(ledger.rt.profile.stream_idle_timeout, resp.close)
+        self._now = self._watch.clock
 
-    def __init__(self, relay: AsyncGenerator[bytes, None], let_go: Callable[[], None]) -> None:
-        self._relay = relay
-        self._let_go = let_go
-        self._started = False
+    def count(self, done: Callable[[Usage | None], None]) -> None:
+        """Call `done` with the usage the stream's events reported, once, when it ends or is
+        closed (the engine counts the request then)."""
+        self._done = done
 
-    def __aiter__(self) -> _UntilClosed:
+    def __aiter__(self) -> RelayedStream:
         return self
 
     async def __anext__(self) -> bytes:
-        self._started = True
-        return await self._relay.__anext__()
-
-    async def aclose(self) -> None:
-        if not self._started:
-            self._let_go()
-        await self._relay.aclose()
-
-
-async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
-                 resp: UpstreamResponse, chunks: AsyncIterator[bytes],
-                 held: list[bytes]) -> AsyncGenerator[bytes, None]:
-    name = ledger.rt.name
-    try:
-        yield b"".join(held)
-        held.clear()
-        try:
-            async for chunk in chunks:
-                out = codec.feed(chunk)
-                if codec.error is not None and out:
+        if self._ahead:
+            out = self._ahead.pop(0)
+            self._scanner.feed(out)
+            return out
+        if self._upstream_over or self._closed:
+            await self.aclose()
+            raise StopAsyncIteration
+        codec, watch, now, next_chunk = self._codec, self._watch, self._now, self._next_chunk
+        while True:
+            try:
+                chunk = await next_chunk()
+            except StopAsyncIteration:
+                self._ending(None)
+                return await self.__anext__()
+            except Exception as exc:
+                self._ending(exc)
+                return await self.__anext__()
+            except BaseException:  # cancelled: the client is gone
+                await self.aclose()
+                raise
+            watch.last = now()
+            out = codec.feed(chunk)
+            if out:
+                if codec.error is not None:
                     # The upstream's own error event may quote the key it was sent: mask it
                     # (only on this path; content events are never scanned).
                     out = SCRUBBER.data(out)
-                if out:
-                    yield out
-        except Exception as exc:
-            outcome, words = map_transport_error(exc)
-            if outcome is Outcome.TIMEOUT:  # the socket's read timeout, set to the idle one
+                self._scanner.feed(out)
+                return out
+
+    def _ending(self, exc: Exception | None) -> None:
+        """The upstream stream is over (`exc`: it broke): what the client gets last."""
+        self._upstream_over = True
+        self._watch.stop()
+        ledger, codec = self._ledger, self._codec
+        name = ledger.rt.name
+        if self._watch.fired or exc is not None:
+            if self._watch.fired:  # the watch closed the response
                 words = (f"was silent for {ledger.rt.profile.stream_idle_timeout:g} s "
                          "(stream_idle_timeout)")
+            else:
+                assert exc is not None
+                words = map_transport_error(exc)[1]
             message = f"{name}: upstream {words} after the response started"
             ledger.broke_mid_stream(message)
             log.warning("%s", message)
-            yield exchange.sse_error(message)
+            self._ahead.append(self._exchange.sse_error(message))
             return
         if codec.error is not None or not codec.finished:
             message = (f"{name}: {codec.error}" if codec.error is not None
@@ -144,14 +172,25 @@ async def _relay(ledger: Ledger, exchange: Exchange, codec: StreamCodec,
             ledger.broke_mid_stream(message)
             log.warning("%s", message)
             if codec.error is None:
-                yield exchange.sse_error(message)
+                self._ahead.append(self._exchange.sse_error(message))
             return
         tail = codec.finish()
         if tail:
-            yield tail
+            self._ahead.append(tail)
         ledger.succeed(200, record_attempt=False)
-    finally:
-        resp.close()
-        ledger.stream_ended()
-        # A no-op when settled; the client disconnecting is not the provider's fault.
-        ledger.release(by_stream=True)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._watch.stop()
+        ledger = self._ledger
+        try:
+            self._resp.close()
+            ledger.stream_ended()
+            # A no-op when settled; the client disconnecting is not the provider's fault.
+            ledger.release(by_stream=True)
+        finally:
+            if self._done is not None:
+                self._scanner.finish()
+                self._done(self._scanner.usage)
