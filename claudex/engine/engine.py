@@ -31,6 +31,7 @@ from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
+from claudex.engine.streaming import RelayedStream
 from claudex.engine.transport import AiohttpTransport, Transport
 from claudex.engine.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.usage import CountedStream, TokenTotals, Usage, usage_in_body
@@ -225,7 +226,10 @@ class Engine:
                 self.totals.in_flight -= 1
                 self._finished(req, result, ms, usage)
 
-            result.stream = CountedStream(result.stream, done)
+            if isinstance(result.stream, RelayedStream):
+                result.stream.count(done)  # it scans its own chunks: no wrapper per chunk
+            else:
+                result.stream = CountedStream(result.stream, done)
         return result
 
     def _finished(self, req: ProxyRequest, result: ForwardResult, ms: float,
@@ -301,8 +305,10 @@ class Engine:
         return f"{self.config.proxy.host}:{self.config.proxy.port}"
 
     def _restore_trips(self, trips: list[SavedTrip]) -> None:
-        """Trips in force when the last engine on this journal stopped hold again (history on).
-        Runs before the journal's writer starts: the restored trips are journaled anew."""
+        """Trips in force when the last engine on this journal stopped hold again (history on),
+        and in a fleet are offered to it dated when they were made (engine/fleet.py
+        `restored`). Runs before the journal's writer starts: the restored trips are journaled
+        anew."""
         now, now_wall = self.clock(), self.wall()
         for saved in trips:
             rt = self.runtimes.get(saved.provider)
@@ -313,6 +319,9 @@ class Engine:
                             since=now + (saved.since - now_wall))
             log.info("restored %s's trip from the history journal: %s", saved.provider,
                      rt.trip_text())
+            if self.fleet is not None:  # the fleet's news too, unless it knows newer
+                self.fleet.restored(saved.provider, since=saved.since, until=saved.until,
+                                    reason=saved.reason)
 
     def trip(self, name: str, seconds: float | None = None, reason: str | None = None) -> bool:
         """Force `name`'s breaker open until reset, or for `seconds` (then half-open), with the

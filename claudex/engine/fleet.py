@@ -11,8 +11,8 @@ request path reads only local state and never awaits Redis. This module sits bes
   catches up);
 - a fact from another instance that is newer than the local register's drives the local
   breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown;
-- health: one instance probes each provider per interval (`health_lease`, engine/health.py) and
-  announces the result (`publish_health`); the others apply it as if they had probed;
+- health: one instance probes each provider per interval and announces the result; the others
+  apply it as if they had probed (engine/fleet_health.py, with the half-open slot);
 - an OAuth refresh runs under the fleet's lock (`single_flight`), whose `TokenFlight`
   (engine/fleet_tokens.py) lets the winner leave the new tokens in Redis, Fernet-encrypted with
   the `[fleet] secret_env` key, for instances on other machines (no key: tokens never go there).
@@ -43,6 +43,7 @@ from claudex.engine.breaker import BreakerState, Transition
 from claudex.engine.clock import Clock, WallClock
 from claudex.engine.events import Event, EventBus
 from claudex.engine.fleet_facts import REGISTERS, Fact, Register, Registers, view
+from claudex.engine.fleet_health import FleetHealth
 from claudex.engine.fleet_redis import FleetStore
 from claudex.engine.fleet_tokens import TokenFlight, load_sealer, refresh_lock
 from claudex.engine.runtime import ProviderRuntime
@@ -53,8 +54,6 @@ ROUND_S = 1.0  # read-back, heartbeat and re-offer period
 RETRY_S = 1.0  # wait between reconnection attempts while Redis is unreachable
 HEARTBEAT_TTL_S = 5.0  # an instance not heard from for this long drops out of the list
 COOLDOWN_POLL_S = 0.2  # how often local cooldowns are looked at (they are set by failover.py)
-PROBE_LEASE_S = 3.0  # a half-open slot's holder must renew it within this (it dies: freed)
-LEASE_POLL_S = 0.2  # how often half-open breakers take or renew the slot
 # An OAuth refresh's lock: held at most this long (a holder that died frees it so), and waited
 # for at most this long before refreshing alone.
 REFRESH_LOCK_S = 15.0
@@ -81,7 +80,7 @@ def instance_name(config: Config) -> str:
     return config.fleet.name or f"{config.proxy.host}:{config.proxy.port}"
 
 
-class Fleet:
+class Fleet(FleetHealth):
     def __init__(
         self,
         settings: FleetSettings,
@@ -117,14 +116,10 @@ class Fleet:
         self.instances: list[dict[str, Any]] = []
         self.started_at = wall()
         self.applied = 0  # facts from other instances applied here
-        # Providers whose fleet-wide half-open slot this instance holds (a Redis lease).
-        self.probe_slots: set[str] = set()
         self._task: asyncio.Task[None] | None = None
         self._store: FleetStore | None = None  # while connected
         self.closing = False  # set by close(): every loop ends on it, cancelled or not
-        self._health_sink: Callable[[str, dict[str, Any]], None] | None = None
-        self._health_out: dict[str, dict[str, Any]] = {}  # provider -> result to announce
-        self.health_applied = 0  # probe results from other instances passed to the checker
+        self._init_health()  # engine/fleet_health.py
 
     # -- hooks the engine calls (synchronous: never on Redis' time) ---------------------------
 
@@ -149,18 +144,19 @@ class Fleet:
         if action == "reset":
             self._cooldown_seen[provider] = 0.0
 
-    def may_probe(self, provider: str) -> bool:
-        """Whether this instance's half-open breaker may admit trials: only the slot's holder
-        does, so the fleet sends `half_open_probes` trials, not that many per instance. Without
-        Redis, every instance decides alone (as a lone instance would)."""
-        return self.redis != "connected" or provider in self.probe_slots
+    def restored(self, provider: str, *, since: float, until: float | None,
+                 reason: str | None) -> None:
+        """A trip restored from the journal at start (engine.py): offered to the fleet like a
+        fresh one, but dated `since`, when it was made. Write-if-newer then decides: a newer
+        fact the fleet holds for `provider` (a reset while this instance was down) wins in
+        Redis and, read back at the first round, here too; an older one loses to it."""
+        self._record(Fact(provider, "operator", "forced_open", since, self.name, until, reason))
 
     def single_flight(self, what: str) -> AbstractAsyncContextManager[TokenFlight]:
         """The fleet's lock on `what` (an OAuth refresh) for a block, which gets a
         `TokenFlight` (engine/fleet_tokens.py's `refresh_lock`)."""
-        store = self._store if self.redis == "connected" else None
-        return refresh_lock(store, f"{self.name}/{uuid.uuid4().hex[:8]}", what, self.sealer,
-                            self._token_unreadable, REFRESH_LOCK_S)
+        return refresh_lock(self._live_store(), f"{self.name}/{uuid.uuid4().hex[:8]}", what,
+                            self.sealer, self._token_unreadable, REFRESH_LOCK_S)
 
     def _token_unreadable(self, why: str) -> None:
         if not self._token_reported:
@@ -168,42 +164,6 @@ class Fleet:
             log.warning("fleet: a token another instance shared could not be read (%s; is "
                         "[fleet] secret_env's key the same on every instance?); refreshing "
                         "here instead", why)
-
-    # -- health: one prober per provider ----------------------------------------------------
-
-    def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
-        """Where other instances' probe results go (engine/health.py applies them)."""
-        self._health_sink = sink
-
-    async def health_lease(self, provider: str, lease_s: float) -> bool:
-        """Whether this instance probes `provider` this round: it holds (takes or renews) the
-        fleet's lease on its probes. Without Redis, always: every instance probes alone."""
-        store = self._store if self.redis == "connected" else None
-        if store is None:
-            return True
-        try:
-            return await store.hold_lease(f"health:{provider}", self.name, lease_s)
-        except _FAULTS:
-            return True
-
-    async def drop_health_lease(self, provider: str) -> None:
-        store = self._store if self.redis == "connected" else None
-        if store is not None:
-            with suppress(*_FAULTS):
-                await store.drop_lease(f"health:{provider}", self.name)
-
-    def publish_health(self, provider: str, result: dict[str, Any]) -> None:
-        """Announce a probe result of this instance's (sent by the background task)."""
-        if self.redis == "connected":
-            self._health_out[provider] = {**result, "provider": provider, "by": self.name,
-                                          "at": self._wall()}
-            self._wake.set()
-
-    def _health_news(self, record: dict[str, Any]) -> None:
-        if record.get("by") == self.name or self._health_sink is None:
-            return
-        self.health_applied += 1
-        self._health_sink(str(record["provider"]), record)
 
     def _record(self, fact: Fact) -> None:
         if self.registers.setdefault(fact.provider, Registers()).offer(fact):
@@ -349,8 +309,7 @@ class Fleet:
             await self._wake.wait()
             self._wake.clear()
             await self._flush(store)
-            health, self._health_out = self._health_out, {}
-            for record in health.values():  # lost if this fails: the next round sends anew
+            for record in self._take_health_out():  # lost if this fails: probed anew soon
                 await store.announce_health(record)
 
     async def _flush(self, store: FleetStore) -> None:
@@ -363,22 +322,6 @@ class Fleet:
         except BaseException:
             self._dirty |= dirty  # not known to be written: offered again next time
             raise
-
-    async def _slot_loop(self, store: FleetStore) -> None:
-        while not self.closing:
-            await self._slots(store)
-            await asyncio.sleep(LEASE_POLL_S)
-
-    async def _slots(self, store: FleetStore) -> None:
-        for provider, rt in list(self._runtimes().items()):
-            if rt.breaker.state is BreakerState.HALF_OPEN:
-                if await store.hold_lease(f"probe:{provider}", self.name, PROBE_LEASE_S):
-                    self.probe_slots.add(provider)
-                else:
-                    self.probe_slots.discard(provider)
-            elif provider in self.probe_slots:
-                self.probe_slots.discard(provider)  # the trial is over: closed or re-opened
-                await store.drop_lease(f"probe:{provider}", self.name)
 
     async def _round_loop(self, store: FleetStore) -> None:
         while not self.closing:

@@ -1,0 +1,117 @@
+"""Who probes in a fleet: the health lease (one instance probes each provider per interval and
+the others take its word) and the half-open slot (the fleet sends `half_open_probes` trial
+requests, not that many per instance).
+
+The health lease: before probing a provider, an instance takes or renews the fleet's lease on
+it (a Redis key with a TTL a bit over the interval, engine/health.py asks); its holder probes and
+announces the result (`publish_health`), and every other instance applies it as if it had
+probed (`_health_news`). Without Redis, every instance probes alone.
+
+The half-open slot: while a breaker is half-open, the instance takes or renews the fleet's
+`probe:NAME` lease every `LEASE_POLL_S`; only its holder admits trials (`may_probe`, the
+breaker's probe gate). A holder that dies frees it when the lease ends (`PROBE_LEASE_S`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from claudex.engine.breaker import BreakerState
+from claudex.engine.clock import WallClock
+from claudex.engine.fleet_redis import FleetStore
+from claudex.engine.runtime import ProviderRuntime
+
+_FAULTS = (RedisError, OSError, TimeoutError, asyncio.TimeoutError)
+PROBE_LEASE_S = 3.0  # a half-open slot's holder must renew it within this (it dies: freed)
+LEASE_POLL_S = 0.2  # how often half-open breakers take or renew the slot
+
+
+class FleetHealth:
+    """The probing half of `Fleet` (engine/fleet.py), which sets these attributes."""
+
+    name: str
+    redis: str
+    closing: bool
+    _store: FleetStore | None
+    _wall: WallClock
+    _wake: asyncio.Event
+    _runtimes: Callable[[], Mapping[str, ProviderRuntime]]
+
+    def _init_health(self) -> None:
+        self._health_sink: Callable[[str, dict[str, Any]], None] | None = None
+        self._health_out: dict[str, dict[str, Any]] = {}  # provider -> result to announce
+        self.health_applied = 0  # probe results from other instances passed to the checker
+        # Providers whose fleet-wide half-open slot this instance holds (a Redis lease).
+        self.probe_slots: set[str] = set()
+
+    # -- the health lease ----------------------------------------------------------------------
+
+    def _live_store(self) -> FleetStore | None:
+        return self._store if self.redis == "connected" else None
+
+    def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
+        """Where other instances' probe results go (engine/health.py applies them)."""
+        self._health_sink = sink
+
+    async def health_lease(self, provider: str, lease_s: float) -> bool:
+        """Whether this instance probes `provider` this round: it holds (takes or renews) the
+        fleet's lease on its probes. Without Redis, always: every instance probes alone."""
+        store = self._live_store()
+        if store is None:
+            return True
+        try:
+            return await store.hold_lease(f"health:{provider}", self.name, lease_s)
+        except _FAULTS:
+            return True
+
+    async def drop_health_lease(self, provider: str) -> None:
+        store = self._live_store()
+        if store is not None:
+            with suppress(*_FAULTS):
+                await store.drop_lease(f"health:{provider}", self.name)
+
+    def publish_health(self, provider: str, result: dict[str, Any]) -> None:
+        """Announce a probe result of this instance's (sent by the background task)."""
+        if self.redis == "connected":
+            self._health_out[provider] = {**result, "provider": provider, "by": self.name,
+                                          "at": self._wall()}
+            self._wake.set()
+
+    def _take_health_out(self) -> list[dict[str, Any]]:
+        out, self._health_out = self._health_out, {}
+        return list(out.values())
+
+    def _health_news(self, record: dict[str, Any]) -> None:
+        if record.get("by") == self.name or self._health_sink is None:
+            return
+        self.health_applied += 1
+        self._health_sink(str(record["provider"]), record)
+
+    # -- the half-open slot --------------------------------------------------------------------
+
+    def may_probe(self, provider: str) -> bool:
+        """Whether this instance's half-open breaker may admit trials: only the slot's holder
+        does, so the fleet sends `half_open_probes` trials, not that many per instance. Without
+        Redis, every instance decides alone (as a lone instance would)."""
+        return self.redis != "connected" or provider in self.probe_slots
+
+    async def _slot_loop(self, store: FleetStore) -> None:
+        while not self.closing:
+            await self._slots(store)
+            await asyncio.sleep(LEASE_POLL_S)
+
+    async def _slots(self, store: FleetStore) -> None:
+        for provider, rt in list(self._runtimes().items()):
+            if rt.breaker.state is BreakerState.HALF_OPEN:
+                if await store.hold_lease(f"probe:{provider}", self.name, PROBE_LEASE_S):
+                    self.probe_slots.add(provider)
+                else:
+                    self.probe_slots.discard(provider)
+            elif provider in self.probe_slots:
+                self.probe_slots.discard(provider)  # the trial is over: closed or re-opened
+                await store.drop_lease(f"probe:{provider}", self.name)
