@@ -193,3 +193,88 @@ async def test_results_are_announced_and_applied_as_if_probed_and_local_trouble_
         assert engine.health.peer_results == 4
     finally:
         await engine.close()
+
+
+WRONG_KEY = "sk-wrong-key-9876543210"
+
+
+def probes_with(fake: FakeProvider, key: str) -> int:
+    return sum(1 for r in fake.requests if r.method == "GET" and r.path == "/v1/models"
+               and r.headers.get("x-api-key") == key)
+
+
+async def test_a_peers_auth_failure_is_its_own_login_and_not_applied_by_the_others(
+    redis: RedisServer, fakes: Any, tmp_path: Path,
+) -> None:
+    """a's key is wrong (another token in its environment), b's and c's right: a's 401 says
+    nothing about theirs, so they stay green and probe with their own key; a stays red and a
+    peer's pass does not clear its flag; a 5xx is still the fleet's news."""
+    from tests.conftest import TEST_ENV
+
+    good = TEST_ENV["FAKE_KEY"]
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    primary = f["primary"]
+    primary.set_fault("ok", valid_tokens=[good])
+    w = FleetWorld(redis, f, tmp_path, extra=HEALTH, env={"a": {"FAKE_KEY": WRONG_KEY}})
+    try:
+        # a alone first: it holds the health lease on primary and finds its own login failing.
+        await w.spawn("a")
+        await w.wait_for(["a"], lambda s: health(s)["error"] == "auth failing (401)")
+        assert probes_with(primary, WRONG_KEY) >= 1
+        await asyncio.gather(w.spawn("b"), w.spawn("c"))
+        await w.wait_for(["a", "b", "c"], lambda s: len(fleet_of(s)["instances"]) == 3)
+
+        seen: dict[str, set[str | None]] = {"b": set(), "c": set()}
+
+        def good_login(status: dict[str, Any]) -> bool:
+            name, found = fleet_of(status)["name"], health(status)
+            seen[name].add(found["error"])
+            # b and c heard a's 401 and kept it out, and their own key was probed since.
+            return (fleet_of(status)["health_kept_out"] >= 1 and found["color"] == "green"
+                    and probes_with(primary, good) >= 2)
+
+        await w.wait_for(["b", "c"], good_login)
+        assert not any("auth" in str(e) for errors in seen.values() for e in errors), seen
+
+        # a keeps probing with its own key, and the others' passes do not clear its flag.
+        wrong = probes_with(primary, WRONG_KEY)
+        await w.wait_for(["a"], lambda s: fleet_of(s)["health_kept_out"] >= 2
+                         and probes_with(primary, WRONG_KEY) > wrong)
+        assert health(await w.status("a"))["error"] == "auth failing (401)"
+        for name in ("b", "c"):
+            status = await w.status(name)
+            assert health(status)["color"] == "green", health(status)
+            assert not health(status).get("auth_failing"), health(status)
+
+        # What is about the provider is still shared: b or c holds the lease, the other
+        # takes its 500 (a, refused before any fault, stays auth failing).
+        applied = {n: fleet_of(await w.status(n))["health_applied"] for n in ("b", "c")}
+        primary.set_fault("500")
+        await w.wait_for(["b", "c"], lambda s: health(s)["error"] == "server error (500)")
+        grew = [n for n in ("b", "c")
+                if fleet_of(await w.status(n))["health_applied"] > applied[n]]
+        assert grew, applied
+    finally:
+        await w.close()
+
+
+def test_a_peers_auth_result_is_kept_out_and_so_is_any_while_this_login_fails() -> None:
+    from claudex.engine.clock import FakeClock
+    from tests.test_fleet_facts import fleet_engine
+
+    engine, fleet = fleet_engine(FakeClock())
+    rt = engine.runtimes["p"]
+    fleet._health_news({"kind": "auth", "status": 401, "latency_ms": 2.0, "provider": "p",
+                        "by": "peer"})
+    assert not rt.health.auth_failing and rt.health.error is None
+    assert (fleet.health_kept_out, fleet.health_applied) == (1, 0)
+    # The provider's own trouble is still the fleet's news.
+    fleet._health_news({"kind": "failure", "error": "server error (500)", "counts": True,
+                        "provider": "p", "by": "peer"})
+    assert rt.health.error == "server error (500)" and fleet.health_applied == 1
+    # This instance's login refused (its probe or its traffic): a peer's pass is not its own.
+    rt.health.auth_failing = True
+    fleet._health_news({"kind": "ok", "status": 200, "latency_ms": 3.0, "provider": "p",
+                        "by": "peer"})
+    assert rt.health.auth_failing and fleet.health_kept_out == 2
+    assert fleet.status_json()["health_kept_out"] == 2

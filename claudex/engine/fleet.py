@@ -12,7 +12,8 @@ request path reads only local state and never awaits Redis. This module sits bes
 - a fact from another instance that is newer than the local register's drives the local
   breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown;
 - health: one instance probes each provider per interval and announces the result; the others
-  apply it as if they had probed (engine/fleet_health.py, with the half-open slot);
+  apply it as if they had probed, except an auth failure, which is about the prober's own
+  credentials (engine/fleet_health.py, with the half-open slot);
 - an OAuth refresh runs under the fleet's lock (`single_flight`), whose `TokenFlight`
   (engine/fleet_tokens.py) lets the winner leave the new tokens in Redis, Fernet-encrypted with
   the `[fleet] secret_env` key, for instances on other machines (no key: tokens never go there).
@@ -380,6 +381,7 @@ class Fleet(FleetHealth):
             "instances": instances,
             "facts_applied": self.applied,
             "health_applied": self.health_applied,
+            "health_kept_out": self.health_kept_out,
             "tokens": ("shared encrypted" if self.sealer is not None
                        else self.tokens_problem or "not shared (no [fleet] secret_env)"),
             "probe_slots": sorted(self.probe_slots),

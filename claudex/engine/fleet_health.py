@@ -1,11 +1,27 @@
 """Who probes in a fleet: the health lease (one instance probes each provider per interval and
-the others take its word) and the half-open slot (the fleet sends `half_open_probes` trial
-requests, not that many per instance).
+the others take its word, except for what a probe says about the prober alone) and the
+half-open slot (the fleet sends `half_open_probes` trial requests, not that many per instance).
 
 The health lease: before probing a provider, an instance takes or renews the fleet's lease on
 it (a Redis key with a TTL a bit over the interval, engine/health.py asks); its holder probes and
 announces the result (`publish_health`), and every other instance applies it as if it had
 probed (`_health_news`). Without Redis, every instance probes alone.
+
+The rule for auth failures: a 401/403 on a probe is about the prober's own credentials (another
+token file or environment, on another machine), not the provider. So
+
+- a peer's auth-failing result is never applied here (no auth_failing flag, no health failure),
+  and while the newest result announced for a provider is one, the lease does not cover that
+  provider for this instance: it probes it itself, lease or not, until a peer announces a
+  result that is not an auth failure (or the announcement is a lease old);
+- while this instance's own auth is failing for a provider (its probe or its traffic was
+  refused), it probes that provider itself, gives up the lease so that a peer whose login works
+  takes it, and applies no peer result for it: a peer's pass says nothing about this login, and
+  only this instance's own probe (or a reset) can clear its flag.
+
+Transport errors, timeouts and 5xx are about the provider and keep being shared. The price:
+while some instance's login fails, that instance probes the provider too (two probes per
+interval, not one); when every instance's does, each probes alone, as without a fleet.
 
 The half-open slot: while a breaker is half-open, the instance takes or renews the fleet's
 `probe:NAME` lease every `LEASE_POLL_S`; only its holder admits trials (`may_probe`, the
@@ -46,6 +62,8 @@ class FleetHealth:
         self._health_sink: Callable[[str, dict[str, Any]], None] | None = None
         self._health_out: dict[str, dict[str, Any]] = {}  # provider -> result to announce
         self.health_applied = 0  # probe results from other instances passed to the checker
+        self.health_kept_out = 0  # ... and those not applied: about the prober's login only
+        self._peer_auth: dict[str, float] = {}  # provider -> wall time a peer announced auth
         # Providers whose fleet-wide half-open slot this instance holds (a Redis lease).
         self.probe_slots: set[str] = set()
 
@@ -54,20 +72,31 @@ class FleetHealth:
     def _live_store(self) -> FleetStore | None:
         return self._store if self.redis == "connected" else None
 
+    def _auth_failing_here(self, provider: str) -> bool:
+        rt = self._runtimes().get(provider)
+        return rt is not None and rt.health.auth_failing
+
     def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
         """Where other instances' probe results go (engine/health.py applies them)."""
         self._health_sink = sink
 
     async def health_lease(self, provider: str, lease_s: float) -> bool:
         """Whether this instance probes `provider` this round: it holds (takes or renews) the
-        fleet's lease on its probes. Without Redis, always: every instance probes alone."""
+        fleet's lease on its probes, or the lease does not cover it (the module's auth rule).
+        Without Redis, always: every instance probes alone."""
         store = self._live_store()
         if store is None:
             return True
         try:
-            return await store.hold_lease(f"health:{provider}", self.name, lease_s)
+            if self._auth_failing_here(provider):
+                await store.drop_lease(f"health:{provider}", self.name)
+                return True
+            if await store.hold_lease(f"health:{provider}", self.name, lease_s):
+                return True
         except _FAULTS:
             return True
+        told = self._peer_auth.get(provider)
+        return told is not None and self._wall() - told < lease_s
 
     async def drop_health_lease(self, provider: str) -> None:
         store = self._live_store()
@@ -89,8 +118,17 @@ class FleetHealth:
     def _health_news(self, record: dict[str, Any]) -> None:
         if record.get("by") == self.name or self._health_sink is None:
             return
+        provider = str(record["provider"])
+        if record.get("kind") == "auth":
+            self._peer_auth[provider] = self._wall()
+            self.health_kept_out += 1
+            return
+        self._peer_auth.pop(provider, None)
+        if self._auth_failing_here(provider):
+            self.health_kept_out += 1
+            return
         self.health_applied += 1
-        self._health_sink(str(record["provider"]), record)
+        self._health_sink(provider, record)
 
     # -- the half-open slot --------------------------------------------------------------------
 
