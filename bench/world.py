@@ -156,7 +156,12 @@ class World:
 
     @property
     def env(self) -> dict[str, str]:
-        return {KEY_ENV: KEY}
+        # A state dir of the bench's own: every claudex it starts keeps its history journal
+        # there, as on a fresh install. In the user's state dir the journal grew by every
+        # request of every bench run (135 MB after a day of them), and each start's seeding
+        # of the panels' counters from it (engine/journal_seed.py) took 1.6 s of CPU inside
+        # the window being measured.
+        return {KEY_ENV: KEY, "XDG_STATE_HOME": str(self.workdir / "state")}
 
     def start(self) -> None:
         p = self.ports
