@@ -179,7 +179,7 @@ async def test_sort_by_error_rate_puts_the_worst_on_top(sixty: Engine) -> None:
         await pilot.press("s")
         await settle(app, pilot)
         assert table.sort_by == "errors"
-        assert "sorted by error %" in str(table.border_title)
+        assert "sorted by 5-minute error %" in str(table.border_title)
         assert table.names[:2] == ["p37", "p12"]
         rates = [r.error_rate or 0.0 for r in table.rows]
         assert rates == sorted(rates, reverse=True)

@@ -21,7 +21,7 @@ MISSING: Final = "—"
 ERROR_MINUTES: Final = 5  # the error % column: this many newest minutes (the current one too)
 SORTS: Final = ("state", "errors", "p95", "name")
 SORT_TEXT: Final[dict[str, str]] = {
-    "state": "state", "errors": f"error % ({ERROR_MINUTES}m)", "p95": "p95 latency",
+    "state": "state", "errors": f"{ERROR_MINUTES}-minute error %", "p95": "p95 latency",
     "name": "name",
 }
 BARS: Final = "▁▂▃▄▅▆▇█"

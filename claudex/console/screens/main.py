@@ -29,9 +29,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.css.query import NoMatches
 from textual.events import Resize
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
+from claudex.console.components.key_bar import KeyBar
 from claudex.console.components.provider_table import ProviderTable
 from claudex.console.components.request_log import MAX_ROWS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
@@ -67,11 +68,10 @@ class MainScreen(ViewsMixin):
         Binding("e", "edit", "edit", id="claudex.edit"),
         Binding("a", "add", "add", id="claudex.add"),
         Binding("d", "delete", "delete", id="claudex.delete"),
-        # (x and s are in ? help and the table's title: the footer has room for few more)
-        Binding("x", "toggle_enabled", "enable/disable", show=False,
-                id="claudex.toggle_enabled"),
+        # (on a narrow screen the key bar leaves out the least important: key_bar.DROP_ORDER)
+        Binding("x", "toggle_enabled", "on/off", id="claudex.toggle_enabled"),
         Binding("v", "toggle_view", "view", id="claudex.toggle_view"),
-        Binding("s", "cycle_sort", "sort", show=False, id="claudex.sort"),
+        Binding("s", "cycle_sort", "sort", id="claudex.sort"),
         Binding("slash", "filter", "filter", key_display="/", id="claudex.filter"),
         Binding("tab", "focus_requests", "requests", id="claudex.focus_requests"),
         Binding("question_mark", "help", "help", key_display="?", id="claudex.help"),
@@ -142,7 +142,7 @@ class MainScreen(ViewsMixin):
                         id="filter")
             yield RequestLog(id="requests", time_text=self.time_text)
         yield EventLog(id="events", time_text=self.time_text)
-        yield Footer()
+        yield KeyBar()
 
     def on_mount(self) -> None:
         # Looked up once: a query walks every widget, and each profile's panel has eight.
