@@ -7,6 +7,8 @@ Keys are left out in `DROP_ORDER`, a key at a time (the demo's fault keys as one
 the rest fit beside the command palette's key; keys not named there are never left out. The
 widths are the keys' own rendered cells (key, description, padding, margins), read after each
 recompose (the bindings changed: a view, a focus, read-only) and applied again on a resize.
+Textual exports only `Footer`; its parts come from its private module, which is why
+pyproject pins textual below 9.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from textual import events
 from textual.geometry import Size
 from textual.widget import Widget
 from textual.widgets import Footer
-# (Textual exports only Footer; its parts are needed to measure them, pyproject pins textual<9)
-from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup
+from textual.widgets._footer import FooterKey, FooterLabel, KeyGroup  # (pinned: textual<9)
 
 PALETTE: Final = "command palette"
 ROOMY: Final = Size(1000, 1)  # a key's own width, whatever the room
