@@ -7,8 +7,8 @@ Keys are left out in `DROP_ORDER`, a key at a time (the demo's fault keys as one
 the rest fit beside the command palette's key; keys not named there are never left out. The
 widths are the keys' own rendered cells (key, description, padding, margins), read after each
 recompose (the bindings changed: a view, a focus, read-only) and applied again on a resize.
-Textual exports only `Footer`; its parts come from its private module, which is why
-pyproject pins textual below 9.
+Textual exports only `Footer`; its parts come from its private module (pyproject pins
+textual below 9).
 """
 
 from __future__ import annotations
