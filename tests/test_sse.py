@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claudex.providers import anthropic, openai
+from claudex.providers import anthropic, openai, responses
 from claudex.providers.sse import CommitWatcher, StreamSignal
 
 
@@ -76,6 +76,34 @@ def test_tail_scanner_ignores_markers_inside_text() -> None:
                   "delta": {"type": "text_delta", "text": "\nevent: error\nevent: message_stop"}})
     scanner.feed(delta)
     assert not scanner.saw_error and not scanner.saw_end
+
+
+_PIECES = [b"\n", b"\n\n", b"event: error", b"event: message_stop", b'data: {"type":"error"',
+           b'data: {"type": "error"', b'data: {"type":"message_stop"',
+           b"event: content_block_delta",
+           b'data: {"type":"content_block_delta","delta":{"text":"hi"}}', b"data: [DONE]",
+           b'data: {"error":', b"event: response.failed", b"x", b"\r\n", b"e", b"event: "]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=30), st.lists(st.integers(0, 400), max_size=8),
+       st.sampled_from(["anthropic", "openai", "responses"]))
+def test_tail_scanner_sees_a_marker_exactly_when_the_bytes_hold_one(
+    pieces: list[bytes], cuts: list[int], protocol: str
+) -> None:
+    """However the stream is cut, the scanner's answer is the plain one: does the stream (after
+    a line start) hold an error marker, an end marker. Its fast path for chunks that follow a
+    line break must never change that answer."""
+    module = {"anthropic": anthropic, "openai": openai, "responses": responses}[protocol]
+    data = b"".join(pieces)
+    scanner = module.tail_scanner()
+    at = 0
+    for cut in [*sorted(c for c in cuts if c < len(data)), len(data)]:
+        scanner.feed(data[at:cut])
+        at = max(at, cut)
+    whole = b"\n" + data  # the stream's start counts as a line start
+    assert scanner.saw_error == any(m in whole for m in scanner.error_markers)
+    assert scanner.saw_end == any(m in whole for m in scanner.end_markers)
 
 
 def test_unicode_line_separator_inside_json_does_not_cut_the_event() -> None:

@@ -91,5 +91,7 @@ class StreamTap:
         self._scanner = SignatureScanner()
 
     def __call__(self, chunk: bytes) -> None:
-        for signature in self._scanner.feed(chunk):
-            self._memory.remember(self._provider, signature)
+        found = self._scanner.feed(chunk)
+        if found:
+            for signature in found:
+                self._memory.remember(self._provider, signature)

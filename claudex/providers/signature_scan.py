@@ -20,6 +20,7 @@ from claudex.providers.thinking import signed_value, signed_values
 
 _MARKERS: Final = (b'"signature', b"redacted_thinking")
 _LONGEST: Final = max(len(m) for m in _MARKERS)
+_NONE: Final[list[str]] = []  # returned for the usual chunk, and never changed by a caller
 
 
 def _marked(data: bytes) -> bool:
@@ -48,10 +49,13 @@ class SignatureScanner:
 
     def feed(self, chunk: bytes) -> list[str]:
         tail = self._tail
+        if not tail and b'"signature' not in chunk and b"redacted_thinking" not in chunk \
+                and chunk.endswith(b"\n\n"):
+            return _NONE  # the usual chunk: whole events, none with a signature (_marked inlined)
         marked = self._tail_marked or _marked(chunk) or (
             bool(tail) and _marked(tail[-_LONGEST:] + chunk[:_LONGEST]))
         if not marked and chunk.endswith(b"\n\n"):
-            self._tail = b""  # the usual chunk: whole events, none with a signature
+            self._tail = b""
             return []
         end = _last_boundary(chunk)
         if end < 0 and tail:
