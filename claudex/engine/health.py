@@ -13,8 +13,10 @@ logged once, by type and place only: an exception's message may hold a token.
 In a fleet (engine/fleet.py) the rounds are shared: before probing a provider an instance takes
 the fleet's health lease on it (a Redis key with a TTL a bit over the interval, renewed by its
 holder each round), so one instance probes each provider per interval; the result is published
-and every other instance applies it as if it had probed (`ProbeResult`, `apply`). Without Redis,
-every instance probes on its own. A probe asked for by hand (`check_all()`) ignores the lease.
+and every other instance applies it as if it had probed (`ProbeResult`, `apply`) — except a
+failure on auth (401/403), which is about the prober's own login: peers keep that one out and
+probe that provider themselves (engine/fleet_health.py). Without Redis, every instance probes on
+its own. A probe asked for by hand (`check_all()`) ignores the lease.
 """
 
 from __future__ import annotations
@@ -159,7 +161,8 @@ class HealthChecker:
                                        {"probed": len(runtimes)}))
 
     def from_peer(self, provider: str, data: dict[str, Any]) -> None:
-        """Another instance's probe of `provider`: applied as if this one had probed."""
+        """Another instance's probe of `provider`: applied as if this one had probed (the fleet
+        has already kept out a peer's auth failure, engine/fleet_health.py)."""
         rt = self.core.runtimes.get(provider)
         if rt is None or not should_probe(rt):
             return
