@@ -2,11 +2,14 @@
 forwards through a transport that answers from memory, so neither the kernel nor a busy machine's
 other processes blur what the forwarding path itself costs (the scale section measures the whole).
 
-    python -m bench.engine_stream_cost [--streams 3000] [--chunks 5] [--profile]
+    python -m bench.engine_stream_cost [--streams 3000] [--chunks 5] [--app] [--profile]
 
 Reports µs per stream with `--chunks` content deltas (engine.forward, the commit, the relay to
 its end, the request's report) and µs per extra chunk (the difference from a 200-chunk stream,
-divided); `--profile` adds cProfile's top functions by own time.
+divided); `--app` drives the server's ASGI app instead of `engine.forward` (the security checks,
+reading and parsing the body, the checks of its fields, the relay task and its disconnect
+watcher: all of claudex's own work for a stream but the sockets), on uvloop as `claudex serve`
+runs; `--profile` adds cProfile's top functions by own time.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import io
 import pstats
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
+from typing import Any
 
 from claudex.config.loader import parse_config
 from claudex.engine.engine import Engine
@@ -119,22 +123,53 @@ async def _streams(engine: Engine, count: int) -> float:
     return (time.perf_counter() - started) / count * 1e6
 
 
-async def measure(streams: int, chunks: int, profile: bool) -> str:
+async def _through_app(engine: Engine, count: int) -> float:
+    """`count` streams through the ASGI app, as uvicorn would call it (the client never leaves:
+    its `receive` waits, like uvicorn's, until the app is done)."""
+    from claudex.server.app import create_app
+
+    app = create_app(engine, manage_engine=False)
+    scope = {"type": "http", "method": "POST", "path": "/v1/messages", "query_string": b"",
+             "headers": [(k.encode(), v.encode()) for k, v in HEADERS.items()]}
+    parked = asyncio.Event()
+    request = {"type": "http.request", "body": RAW, "more_body": False}
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        pass
+
+    started = time.perf_counter()
+    for _ in range(count):
+        asked = False
+
+        async def receive() -> MutableMapping[str, Any]:
+            nonlocal asked
+            if not asked:
+                asked = True
+                return request
+            await parked.wait()
+            return {"type": "http.disconnect"}
+
+        await app(dict(scope), receive, send)
+    return (time.perf_counter() - started) / count * 1e6
+
+
+async def measure(streams: int, chunks: int, profile: bool, through_app: bool = False) -> str:
     config = parse_config(CONFIG, "bench.toml", env={})
     short = Engine(config, transport=_Memory(chunks))
     long = Engine(config, transport=_Memory(200))
-    await _streams(short, 200)  # warm-up
-    await _streams(long, 20)
+    run = _through_app if through_app else _streams
+    await run(short, 200)  # warm-up
+    await run(long, 20)
     gc.collect()
-    per_stream = min([await _streams(short, streams) for _ in range(3)])
-    per_long = min([await _streams(long, max(50, streams // 20)) for _ in range(3)])
+    per_stream = min([await run(short, streams) for _ in range(3)])
+    per_long = min([await run(long, max(50, streams // 20)) for _ in range(3)])
     per_chunk = (per_long - per_stream) / (200 - chunks)
     out = [f"per stream of {chunks} deltas: {per_stream:.1f} µs; per further chunk: "
            f"{per_chunk:.2f} µs"]
     if profile:
         prof = cProfile.Profile()
         prof.enable()
-        await _streams(short, streams)
+        await run(short, streams)
         prof.disable()
         text = io.StringIO()
         pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(30)
@@ -146,9 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.engine_stream_cost")
     parser.add_argument("--streams", type=int, default=3000)
     parser.add_argument("--chunks", type=int, default=5)
+    parser.add_argument("--app", action="store_true",
+                        help="through the server's ASGI app, on uvloop")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args(argv)
-    print(asyncio.run(measure(args.streams, args.chunks, args.profile)))
+    if args.app:
+        import uvloop
+
+        print(uvloop.run(measure(args.streams, args.chunks, args.profile, through_app=True)))
+    else:
+        print(asyncio.run(measure(args.streams, args.chunks, args.profile)))
     return 0
 
 

@@ -163,6 +163,9 @@ class FakeProvider:
         self.max_recorded = max_recorded
         """`requests` keeps at most this many (the oldest half goes when full); 0: record none."""
         self.requests: list[RecordedRequest] = []
+        # Distinct connections requests came on: a proxy that keeps its pool reuses one.
+        self.connections_served = 0
+        self._peers: set[Any] = set()
         self._request_count = 0
         self._port = port
         self._routes = _ROUTES[protocol]
@@ -380,6 +383,11 @@ class FakeProvider:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         connection = request.protocol
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        if peer is not None and peer not in self._peers:
+            self._peers.add(peer)  # the client's address and port: one per connection
+            self.connections_served = len(self._peers)
         self._busy[connection] = self._busy.get(connection, 0) + 1
         try:
             if request.path.startswith("/_fake/"):
