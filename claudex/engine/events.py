@@ -17,7 +17,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 # "link": an attached console's own news (the engine stopped answering, answers again).
@@ -97,7 +97,9 @@ class EventBus:
 
     def publish(self, event: Event) -> None:
         self.last_id += 1
-        event = replace(event, id=self.last_id)
+        # Built directly: dataclasses.replace re-reads the fields on every call.
+        event = Event(event.kind, event.message, event.profile, event.data, event.time,
+                      self.last_id)
         self._backlog.append(event)
         for sink in self.sinks:
             sink(event)

@@ -4,16 +4,17 @@ SSE `error` event and the provider's breaker a failure — never a second upstre
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
 from claudex.engine.answers import passed_headers, tag
-from claudex.engine.classify import Outcome, map_transport_error
+from claudex.engine.classify import Outcome, StreamStalled, map_transport_error
 from claudex.engine.exchange import Exchange, StreamCodec
 from claudex.engine.ledger import Ledger
 from claudex.engine.request import ForwardResult
 from claudex.engine.secrets import SCRUBBER
-from claudex.engine.stalls import IdleWatch, StreamDeadlines, within
+from claudex.engine.stalls import IdleWatch, StreamDeadlines
 from claudex.engine.transport import UpstreamResponse
 from claudex.engine.usage import Usage, UsageScanner
 from claudex.providers import anthropic, openai, responses
@@ -41,27 +42,38 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         resp.close()
         return outcome, message
 
+    # One timeout scope for the whole wait, moved from the first-event deadline to the commit
+    # deadline at the first bytes (a scope per chunk cost a timer each).
+    scope = asyncio.timeout_at(deadlines.next_event(False)[0])
     try:
-        while True:
-            try:
-                chunk = await within(deadlines.next_event(any_yet), chunks.__anext__())
-                any_yet = True
-            except StopAsyncIteration:
-                tail = codec.finish() if codec.finished else b""
-                if tail and watcher.feed(tail) is StreamSignal.CONTENT:
-                    held.append(tail)  # a complete, empty answer: commit to it
-                    break
-                return failed(Outcome.STREAM_ERROR, "stream ended before any content")
-            out = codec.feed(chunk)
-            if not out:
-                continue
-            held.append(out)
-            signal = watcher.feed(out)
-            if signal is StreamSignal.CONTENT:
-                break
-            if signal is StreamSignal.ERROR or codec.error:
-                return failed(Outcome.STREAM_ERROR,
-                              watcher.error_message or codec.error or "error event")
+        try:
+            async with scope:
+                while True:
+                    try:
+                        chunk = await chunks.__anext__()
+                    except StopAsyncIteration:
+                        tail = codec.finish() if codec.finished else b""
+                        if tail and watcher.feed(tail) is StreamSignal.CONTENT:
+                            held.append(tail)  # a complete, empty answer: commit to it
+                            break
+                        return failed(Outcome.STREAM_ERROR, "stream ended before any content")
+                    if not any_yet:
+                        any_yet = True
+                        scope.reschedule(deadlines.next_event(True)[0])
+                    out = codec.feed(chunk)
+                    if not out:
+                        continue
+                    held.append(out)
+                    signal = watcher.feed(out)
+                    if signal is StreamSignal.CONTENT:
+                        break
+                    if signal is StreamSignal.ERROR or codec.error:
+                        return failed(Outcome.STREAM_ERROR,
+                                      watcher.error_message or codec.error or "error event")
+        except TimeoutError:
+            if scope.expired():  # else the socket's own, passed on as it is
+                raise StreamStalled(deadlines.next_event(any_yet)[1]) from None
+            raise
     except Exception as exc:
         outcome, words = map_transport_error(exc)
         if outcome is Outcome.DISCONNECTED:

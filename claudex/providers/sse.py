@@ -93,14 +93,20 @@ ANTHROPIC_CONTENT_EVENTS = frozenset({"content_block_start", "content_block_delt
 
 
 def anthropic_signal(event: SseEvent) -> tuple[StreamSignal, str]:
+    # The event line names the kind: the data is parsed only without one, or for an error's
+    # message (every stream's message_start and first block were parsed for nothing).
     kind = event.event
-    payload = _json(event.data) if event.data else None
-    if kind is None and payload is not None:
-        kind = str(payload.get("type", ""))
+    payload = None
+    if kind is None:
+        payload = _json(event.data) if event.data else None
+        if payload is not None:
+            kind = str(payload.get("type", ""))
     if kind in ANTHROPIC_CONTENT_EVENTS or kind == "message_stop":
         # message_stop before any block is a complete (empty) answer: commit to it as well.
         return StreamSignal.CONTENT, ""
     if kind == "error":
+        if payload is None and event.data:
+            payload = _json(event.data)
         err = (payload or {}).get("error", {})
         return StreamSignal.ERROR, _message(err.get("message") if isinstance(err, dict) else None)
     return StreamSignal.NONE, ""
@@ -167,6 +173,19 @@ def _any_of(markers: tuple[bytes, ...]) -> re.Pattern[bytes]:
     return re.compile(b"|".join(re.escape(m) for m in markers))
 
 
+@functools.lru_cache(maxsize=8)
+def _tail_plan(error_markers: tuple[bytes, ...], end_markers: tuple[bytes, ...]) -> tuple[
+        re.Pattern[bytes], re.Pattern[bytes], re.Pattern[bytes], tuple[bytes, ...]]:
+    """A TailScanner's searches, built once per protocol rather than per stream: one regex per
+    kind (a third of the time of testing each marker in turn), one for all (they all start with
+    a line break, which the regex engine skips to fast) and the markers' rests."""
+    markers = error_markers + end_markers
+    if not all(m.startswith(b"\n") and b"\n" not in m[1:] for m in markers):
+        raise ValueError("tail markers start at a line break and hold no other")
+    return (_any_of(error_markers), _any_of(end_markers), _any_of(markers),
+            tuple(m[1:] for m in markers))
+
+
 class TailScanner:
     """After commit: spot an in-band error and whether the stream finished properly.
 
@@ -179,15 +198,8 @@ class TailScanner:
     CARRY = 40
 
     def __init__(self, error_markers: tuple[bytes, ...], end_markers: tuple[bytes, ...]) -> None:
-        # One regex search per kind and chunk (every chunk of a stream passes here): a third of
-        # the time of testing each marker in turn.
-        assert all(m.startswith(b"\n") and b"\n" not in m[1:]
-                   for m in error_markers + end_markers), "markers start at a line break"
         self.error_markers, self.end_markers = error_markers, end_markers
-        self._errors = _any_of(error_markers)
-        self._ends = _any_of(end_markers)
-        self._any = _any_of(error_markers + end_markers)  # they all start with "\n": fast
-        self._rests = tuple(m[1:] for m in error_markers + end_markers)
+        self._errors, self._ends, self._any, self._rests = _tail_plan(error_markers, end_markers)
         self._carry = b"\n"  # the stream start counts as a line start
         self.saw_error = False
         self.saw_end = False
