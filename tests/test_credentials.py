@@ -31,7 +31,7 @@ from claudex.engine.credentials import (
     write_text_atomic,
 )
 from claudex.engine.events import Event
-from claudex.engine.oauth import CommandFailed, run_shell_command
+from claudex.engine.token_command import CommandFailed, run_shell_command
 
 ACCESS = "sk-ant-oat01-old-access-token-aaaa"
 REFRESH = "sk-ant-ort01-old-refresh-token-bbbb"

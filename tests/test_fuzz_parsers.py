@@ -50,8 +50,8 @@ from claudex.engine.oauth import (
     TokenFileError,
     read_token_file,
     request_refresh,
-    token_from_output,
 )
+from claudex.engine.token_command import token_from_output
 from claudex.providers import anthropic, openai
 from claudex.providers.sse import (
     CommitWatcher,

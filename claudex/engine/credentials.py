@@ -44,7 +44,6 @@ from claudex.engine.events import Event
 from claudex.engine.fleet_tokens import grant_of
 from claudex.engine.oauth import (
     FORMATS,
-    CommandFailed,
     GrantResult,
     OAuthFormat,
     OAuthToken,
@@ -53,10 +52,9 @@ from claudex.engine.oauth import (
     TokenFileMissing,
     read_token_file,
     request_refresh,
-    run_shell_command,
-    token_from_output,
 )
 from claudex.engine.secrets import mask_secret, write_json_atomic, write_text_atomic
+from claudex.engine.token_command import CommandFailed, run_shell_command, token_from_output
 
 __all__ = [
     "OAUTH_BETA",

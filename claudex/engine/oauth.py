@@ -1,12 +1,12 @@
-"""Where OAuth tokens come from: credential files, the refresh-token grant, and token commands.
+"""Where OAuth tokens come from: credential files and the refresh-token grant.
 
 `credentials.py` decides when to use these; nothing here caches, locks, logs or publishes events.
-Failures are reported as small exceptions carrying a reason in plain words that never contains a
-token, for `credentials.py` to turn into its public errors:
+(Token commands, the other source that is not a plain key, are in `token_command.py`.) Failures
+are reported as small exceptions carrying a reason in plain words that never contains a token, for
+`credentials.py` to turn into its public errors:
 
     TokenFileError   a credentials file is missing, unreadable, not JSON, or lacks a token
     RefreshFailed    the refresh-token grant did not produce a new token
-    CommandFailed    a token command could not be run, timed out, or exited non-zero
 
 Two file formats are understood: Claude Code's `~/.claude/.credentials.json`
 (`claudeAiOauth.accessToken/refreshToken/expiresAt`, the expiry in epoch milliseconds) and the
@@ -19,15 +19,12 @@ and `last_refresh` set to now; claudex follows the same rules so both can share 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import copy
 import json
 import math
-import os
 import re
-import signal
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,14 +46,6 @@ class TokenFileMissing(TokenFileError):
 
 class RefreshFailed(Exception):
     """The refresh grant failed; `reason` says why in plain words."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-class CommandFailed(Exception):
-    """A token command failed; `reason` says how (exit status, timeout), never what it printed."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -225,14 +214,6 @@ def read_token_file(fmt: OAuthFormat, path: Path) -> tuple[OAuthToken, dict[str,
         raise TokenFileError(f"{path}: {exc}") from None
 
 
-def token_from_output(output: str) -> str | None:
-    """The first non-empty line of a command's output (`pass show` prints extras after it)."""
-    for line in output.splitlines():
-        if line.strip():
-            return line.strip()
-    return None
-
-
 async def request_refresh(
     http: httpx.AsyncClient | None,
     token_url: str,
@@ -278,47 +259,6 @@ async def request_refresh(
         expires_in=_lifetime(expires_in),
         id_token=id_token if isinstance(id_token, str) and id_token else None,
     )
-
-
-async def run_shell_command(command: str, time_limit: float = COMMAND_TIMEOUT_SECONDS) -> str:
-    """Run `command` through the shell and return its stdout.
-
-    The command runs in its own process group so that a timeout (or cancellation) kills whatever
-    it started, not just the shell.
-    """
-    try:
-        process = await asyncio.create_subprocess_shell(
-            command,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise CommandFailed(f"could not be started ({exc.strerror or type(exc).__name__})") from exc
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), time_limit)
-    except TimeoutError:
-        await _kill_group(process)
-        raise CommandFailed(f"did not finish within {time_limit:g} s") from None
-    except BaseException:
-        await _kill_group(process)
-        raise
-    if process.returncode != 0:
-        # Only stderr's first line is shown: stdout is where the secret would be.
-        lines = stderr.decode("utf-8", "replace").strip().splitlines()
-        first = lines[0].strip()[:200] if lines else ""
-        detail = f": {first}" if first else ""
-        raise CommandFailed(f"exited with status {process.returncode}{detail}")
-    return stdout.decode("utf-8", "replace")
-
-
-async def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    await process.wait()
 
 
 def _section(doc: object, name: str) -> dict[str, Any]:
