@@ -6,11 +6,11 @@ within 60 s is refreshed before use. When the upstream answers 401 the caller as
 `refresh_after_401(failed)`: True means a different token is ready and the request may be retried
 once; False means none can be had, and `status` then says "needs login" until `mark_ok()`.
 
-Sources, first match (DESIGN.md "OAuth refresh-then-retry"):
-  token_command                      run through the shell, stdout is the token; re-run on 401
-  auth_type "oauth" + oauth_provider a credentials file (formats in `oauth.py`); on 401 re-read it,
-                                     then use its refresh token, and write the file back atomically
-  otherwise                          an API key: `api_key`, or the `api_key_env` variable
+Sources (DESIGN.md "OAuth refresh-then-retry"; read and written by token_sources.py): a
+token_command, re-run on 401; an oauth credentials file, on 401 re-read, then refreshed with its
+refresh token and written back; otherwise an API key (`api_key`, or the `api_key_env` variable).
+This module is the cache and the coordination around them: when to read, one refresh at a time,
+what a failure means for the status, and the events that tell it.
 
 In a fleet (engine/fleet.py) a refresh runs under the fleet's lock on the refresh token (by
 digest); inside it the credentials file is read again (an instance on this machine may have
@@ -31,9 +31,8 @@ import logging
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import httpx
 
@@ -42,19 +41,10 @@ from claudex.engine import clock
 from claudex.engine.clock import WallClock
 from claudex.engine.events import Event
 from claudex.engine.fleet_tokens import grant_of
-from claudex.engine.oauth import (
-    FORMATS,
-    GrantResult,
-    OAuthFormat,
-    OAuthToken,
-    RefreshFailed,
-    TokenFileError,
-    TokenFileMissing,
-    read_token_file,
-    request_refresh,
-)
+from claudex.engine.oauth import OAuthToken, RefreshFailed, TokenFileError
 from claudex.engine.secrets import mask_secret, write_json_atomic, write_text_atomic
-from claudex.engine.token_command import CommandFailed, run_shell_command, token_from_output
+from claudex.engine.token_command import CommandFailed, run_shell_command
+from claudex.engine.token_sources import CredentialError, TokenSource, credentials_path
 
 __all__ = [
     "OAUTH_BETA",
@@ -79,8 +69,6 @@ EXPIRY_MARGIN_SECONDS = 60.0
 # every request would otherwise POST once more while the breaker is still counting.
 RETRY_REFRESH_AFTER_SECONDS = 60.0
 
-SourceKind = Literal["passthrough", "command", "file", "key"]
-
 
 class SharedTokens(Protocol):
     """Inside a fleet's refresh lock (engine/fleet_tokens.py's `TokenFlight`): the tokens another
@@ -92,15 +80,6 @@ class SharedTokens(Protocol):
 
 
 SingleFlight = Callable[[str], AbstractAsyncContextManager[SharedTokens | None]]
-
-
-class CredentialError(Exception):
-    """A credential source is unreadable or malformed; the message names the file, not the token."""
-
-    def __init__(self, reason: str, *, profile: str | None = None) -> None:
-        super().__init__(f"{profile}: {reason}" if profile else reason)
-        self.reason = reason
-        self.profile = profile
 
 
 class NeedsLogin(Exception):
@@ -132,24 +111,6 @@ class _GaveUp:
     reason: str
 
 
-def credentials_path(profile: Profile) -> Path | None:
-    """The credentials file an oauth profile reads (None when it reads none), `~` expanded."""
-    fmt = FORMATS.get(profile.oauth_provider or "")
-    if profile.auth_type != "oauth" or profile.token_command or fmt is None:
-        return None
-    return Path(profile.credentials_file or fmt.default_path).expanduser()
-
-
-def _source_kind(profile: Profile) -> SourceKind:
-    if profile.auth_type == "passthrough":
-        return "passthrough"
-    if profile.token_command:
-        return "command"
-    if profile.auth_type == "oauth":
-        return "file"
-    return "key"
-
-
 class Credentials:
     def __init__(
         self,
@@ -166,14 +127,12 @@ class Credentials:
         # In a fleet (engine/fleet.py): held around a refresh grant, so one instance spends a
         # refresh token (often single-use) while the others wait and then read what it wrote.
         self._single_flight = single_flight
-        self._env: Mapping[str, str] = env if env is not None else os.environ
         self._http = http
         self._wall = wall
         self._on_event = on_event
-        self._run_command = run_command or run_shell_command
-        self._kind = _source_kind(profile)
-        self._format: OAuthFormat | None = FORMATS.get(profile.oauth_provider or "")
-        self._path = credentials_path(profile)
+        self._source = TokenSource(profile, env=env if env is not None else os.environ,
+                                   wall=wall, run_command=run_command or run_shell_command)
+        self._kind = self._source.kind
         self._beta = (
             OAUTH_BETA
             if profile.auth_type == "oauth"
@@ -270,13 +229,13 @@ class Credentials:
 
     async def _load(self) -> OAuthToken:
         if self._kind == "key":
-            return self._read_key()
+            return self._source.read_key()
         if self._kind == "command":
             try:
-                return await self._command_token()
+                return await self._source.command_token()
             except CommandFailed as exc:
-                raise self._error(exc.reason) from None
-        token, doc = self._read_file()
+                raise self._source.error(exc.reason) from None
+        token, doc = self._source.read_file()
         if not self._wants_early_refresh(token):
             return token
         try:
@@ -284,7 +243,7 @@ class Credentials:
                 return await self._fleet_refresh(token)
             return await self._grant_and_save(token, doc)
         except TokenFileError as exc:
-            raise self._error(str(exc)) from None
+            raise self._source.error(str(exc)) from None
         except RefreshFailed as exc:
             self._gave_up = _GaveUp(token.access_token, self._wall(), exc.reason)
             log.warning(
@@ -295,66 +254,19 @@ class Credentials:
             )
             return token
 
-    def _read_key(self) -> OAuthToken:
-        if self._profile.api_key:
-            return OAuthToken(self._profile.api_key)
-        variable = self._profile.api_key_env
-        if not variable:
-            if self._profile.api_key == "":
-                return OAuthToken("")  # no key on purpose: no credential header is sent
-            raise self._error("no api_key or api_key_env is set")
-        value = self._env.get(variable, "").strip()
-        if not value:
-            raise self._error(f"environment variable {variable} is not set")
-        return OAuthToken(value)
-
-    async def _command_token(self) -> OAuthToken:
-        try:
-            output = await self._run_command(self._profile.token_command or "")
-        except CommandFailed as exc:
-            raise CommandFailed(f"token_command {exc.reason}") from None
-        except Exception as exc:  # an injected runner's own error; its text may hold output
-            raise CommandFailed(f"token_command failed ({type(exc).__name__})") from None
-        token = token_from_output(output)
-        if token is None:
-            raise CommandFailed("token_command printed nothing")
-        return OAuthToken(token)
-
-    def _read_file(self) -> tuple[OAuthToken, dict[str, Any]]:
-        try:
-            return self._read_file_or_fail()
-        except TokenFileMissing as exc:
-            raise self._error(f"{exc}; run `{self._login_command}`") from None
-        except TokenFileError as exc:
-            raise self._error(str(exc)) from None
-
-    def _read_file_or_fail(self) -> tuple[OAuthToken, dict[str, Any]]:
-        if self._format is None or self._path is None:
-            raise TokenFileError(
-                'auth_type = "oauth" needs oauth_provider = "claude" or "codex", or a token_command'
-            )
-        return read_token_file(self._format, self._path)
-
-    @property
-    def _login_command(self) -> str:
-        return self._format.login_command if self._format else "claude login"
-
-    def _error(self, reason: str) -> CredentialError:
-        return CredentialError(reason, profile=self._profile.name)
-
     # -- replacing a rejected token ------------------------------------------------------------
 
     async def _replace_rejected(self, failed: str) -> bool:
         if self._kind == "key":
             try:
-                token = self._read_key()
+                token = self._source.read_key()
             except CredentialError:
                 return False
             self._token = token
             return token.access_token != failed
         if self._kind == "command":
             try:
-                token = await self._command_token()
+                token = await self._source.command_token()
             except CommandFailed as exc:
                 return self._fail(failed, exc.reason)
             self._token = token
@@ -363,12 +275,12 @@ class Credentials:
             self._succeeded(f"{self._profile.name}: token_command gave a new token")
             return True
         try:
-            token, doc = self._read_file_or_fail()
+            token, doc = self._source.read_file_or_fail()
         except TokenFileError as exc:
             return self._fail(failed, str(exc))
         if token.access_token != failed:
             self._token = token
-            self._succeeded(f"{self._profile.name}: picked up a new token from {self._path}")
+            self._succeeded(f"{self._profile.name}: picked up a new token from {self._source.path}")
             return True
         if self._recently_gave_up_on(failed) and self._gave_up is not None:
             # Asked the token endpoint about this very token a moment ago; don't hammer it.
@@ -396,14 +308,14 @@ class Credentials:
         # Named by a digest of the refresh token: the same login everywhere, never the token.
         digest = hashlib.sha256(seen.refresh_token.encode()).hexdigest()[:24]
         async with self._single_flight(f"refresh:{digest}") as flight:
-            token, doc = self._read_file_or_fail()
+            token, doc = self._source.read_file_or_fail()
             if token.access_token != seen.access_token:
                 self._succeeded(f"{self._profile.name}: picked up the token another instance "
                                 "refreshed")
                 return token
             record = await flight.shared() if flight is not None else None
             if record is not None and record.get("access_token") != seen.access_token:
-                new_token = self._save(grant_of(record, self._wall()), doc)
+                new_token = self._source.save(grant_of(record, self._wall()), doc)
                 self._succeeded(f"{self._profile.name}: took the token another instance "
                                 "refreshed (shared through the fleet, encrypted)")
                 return new_token
@@ -411,17 +323,10 @@ class Credentials:
 
     async def _grant_and_save(self, token: OAuthToken, doc: dict[str, Any],
                               flight: SharedTokens | None = None) -> OAuthToken:
-        fmt = self._format
-        assert fmt is not None  # only file sources get here
         if not token.refresh_token:
             raise RefreshFailed("no refresh token")
-        grant = await request_refresh(
-            self._http,
-            self._profile.token_url or fmt.token_url,
-            self._profile.client_id or fmt.client_id,
-            token.refresh_token,
-        )
-        new_token = self._save(grant, doc)
+        grant = await self._source.request_grant(self._http, token.refresh_token)
+        new_token = self._source.save(grant, doc)
         if flight is not None:
             await flight.share({
                 "access_token": new_token.access_token,
@@ -430,28 +335,6 @@ class Credentials:
                 "id_token": grant.id_token,
             })
         self._succeeded(f"{self._profile.name}: token refreshed")
-        return new_token
-
-    def _save(self, grant: GrantResult, doc: dict[str, Any]) -> OAuthToken:
-        """Write `grant` into the credentials file (other keys kept); the token it now holds."""
-        fmt, path = self._format, self._path
-        assert fmt is not None and path is not None  # only file sources get here
-        new_doc = fmt.updated(doc, grant, self._wall())
-        new_token = fmt.read(new_doc)
-        if grant.expires_in is None:
-            # The file's old expiry no longer applies; unknown is better than "already expired".
-            new_token = replace(new_token, expires_at=None)
-        try:
-            write_json_atomic(path, new_doc)
-        except (OSError, ValueError) as exc:
-            # ValueError: text UTF-8 cannot encode, such as a lone surrogate that the file held
-            # as a `\ud800` escape (UnicodeEncodeError); the old file is left as it was.
-            log.warning(
-                "%s: could not write %s (%s); the new token is kept in memory only",
-                self._profile.name,
-                path,
-                getattr(exc, "strerror", None) or type(exc).__name__,
-            )
         return new_token
 
     def _succeeded(self, message: str) -> None:
@@ -469,7 +352,7 @@ class Credentials:
         if self._kind == "command":
             remedy = "check the profile's token_command"
         else:
-            remedy = f"run `{self._login_command}`"
+            remedy = f"run `{self._source.login_command}`"
         self._needs_login = NeedsLogin(self._profile.name, reason, remedy)
         self._status = NEEDS_LOGIN
         if announce:
