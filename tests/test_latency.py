@@ -175,7 +175,7 @@ api_key_env = "FAKE_KEY"
                endpoint: str = "messages") -> None:
         req = ProxyRequest("anthropic", endpoint, body, b"", {})  # type: ignore[arg-type]
         result = ForwardResult(200, {}, attempts[-1].provider, attempts)
-        engine._finished(req, result, 1.0, usage)
+        engine.reports.finished(req, result, 1.0, usage)
 
     finish(anthropic_body(stream=True), [
         Attempt("a", "server_error", 503, "down", 40.0),

@@ -2,7 +2,8 @@
 
 The console and server reach it through a small interface — `snapshot`, `events.subscribe`,
 `trip`, `reset`, `apply_config`, `forward`, `check_health_now` — so a console attached to a
-remote engine can later use the same screens.
+remote engine can later use the same screens. What is done with a finished request (its tokens,
+the providers' series, the "request" event) is in request_report.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.journal import Journal
 from claudex.engine.journal_seed import apply_seed, local_midnight, read_seed
-from claudex.engine.request import ForwardResult, ProxyRequest, shown_headers
+from claudex.engine.request import ForwardResult, ProxyRequest
+from claudex.engine.request_report import RequestReports
 from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
@@ -90,6 +92,8 @@ class Engine:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
+        # A finished request's counting and telling (engine/request_report.py).
+        self.reports = RequestReports(self.events, self.tokens, lambda: self.runtimes, wall)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
@@ -217,86 +221,20 @@ class Engine:
             self.totals.in_flight -= 1
             usage = (usage_in_body(result.body)
                      if result.body is not None and result.status < 400 else None)
-            self._finished(req, result, ms, usage)
+            self.reports.finished(req, result, ms, usage)
         else:
             # A stream is in flight until its last chunk (or the client leaving), not until
             # its first: quitting the console must not cut one short without asking. It is
             # reported then too, with the tokens its last events told.
             def done(usage: Usage | None) -> None:
                 self.totals.in_flight -= 1
-                self._finished(req, result, ms, usage)
+                self.reports.finished(req, result, ms, usage)
 
             if isinstance(result.stream, RelayedStream):
                 result.stream.count(done)  # it scans its own chunks: no wrapper per chunk
             else:
                 result.stream = CountedStream(result.stream, done)
         return result
-
-    def _finished(self, req: ProxyRequest, result: ForwardResult, ms: float,
-                  usage: Usage | None) -> None:
-        if usage is not None:
-            self.tokens.add(result.provider, req.profile, usage)
-        self._observe(req, result, usage)
-        if self.events.wants("request") or log.isEnabledFor(logging.DEBUG):
-            self._report_request(req, result, ms, usage)
-
-    def _observe(self, req: ProxyRequest, result: ForwardResult, usage: Usage | None) -> None:
-        """The per-minute series of every provider tried, and the latency the served answer
-        took (engine/latency.py: a few array writes, no allocation that grows)."""
-        now = self.wall()
-        runtimes = self.runtimes
-        for attempt in result.attempts:
-            rt = runtimes.get(attempt.provider)
-            if rt is not None:
-                rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
-        served = runtimes.get(result.provider) if result.provider else None
-        if served is None or not result.attempts:
-            return
-        if usage is not None:
-            served.stats.minutes.add(now, tokens=usage.input_tokens + usage.output_tokens)
-        last = result.attempts[-1]
-        if last.provider != result.provider or last.outcome != "ok" or \
-                req.endpoint == "count_tokens":
-            return
-        if req.stream:
-            if last.first_content_ms is not None:
-                served.stats.observe_first_content(now, last.first_content_ms)
-        elif last.latency_ms is not None:
-            served.stats.observe_duration(now, last.latency_ms)
-
-    def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
-                        usage: Usage | None = None) -> None:
-        trail = " -> ".join(a.label() for a in result.attempts)
-        model = req.model or "-"
-        message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
-                   f"{result.status} [{trail}] {ms:.1f} ms")
-        if result.dropped:
-            message += f" dropped: {', '.join(result.dropped)}"
-        if result.notes:
-            message += f" ({'; '.join(result.notes)})"
-        log.debug("request %s", message)
-        if self.events.wants("request"):
-            self.events.publish(Event("request", message, result.provider, {
-                "protocol": req.protocol,
-                "endpoint": req.endpoint,
-                "model": req.model,
-                "profile": req.profile,
-                "provider": result.provider,
-                "status": result.status,
-                "stream": req.stream,
-                "latency_ms": round(ms, 2),
-                "attempts": [_scrubbed_attempt(a.to_json()) for a in result.attempts],
-                "trail": trail,
-                "dropped": list(result.dropped),
-                "notes": list(result.notes),
-                "usage": usage.to_json() if usage is not None else None,
-                # The request detail (issue 15): which request, by which route, with which
-                # headers (credentials masked), and how soon the served stream had content.
-                "request_id": req.request_id,
-                "route": req.route,
-                "headers": shown_headers(req.headers),
-                "first_content_ms": _first_content_ms(result),
-            }))
 
     async def check_health_now(self) -> None:
         await self.health.check_all()
@@ -422,20 +360,6 @@ def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -
     """`stats.latency`, `stats.minutes` and the rates over them (engine/latency.py)."""
     status["stats"].update(rt.stats.window_json(now_wall))
     return status
-
-
-def _first_content_ms(result: ForwardResult) -> float | None:
-    """The served attempt's time to first content (streams), else None."""
-    for attempt in reversed(result.attempts):
-        if attempt.provider == result.provider and attempt.outcome == "ok":
-            return attempt.first_content_ms
-    return None
-
-
-def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
-    if attempt["message"]:
-        attempt["message"] = SCRUBBER.text(attempt["message"])
-    return attempt
 
 
 def _scrubbed_status(status: dict[str, Any]) -> dict[str, Any]:
