@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from claudex.config.model import BreakerSettings
-from claudex.engine import breaker as breaker_module
+from claudex.engine import breaker_table
 from claudex.engine.breaker import (
     BreakerState,
     CircuitBreaker,
@@ -317,8 +317,8 @@ def fail_n(b: CircuitBreaker, n: int) -> None:
 
 
 def test_every_state_and_signal_has_a_table_entry() -> None:
-    table = breaker_module._TABLE
-    expected = {(s, g) for s in BreakerState for g in breaker_module._Signal}
+    table = breaker_table.TABLE
+    expected = {(s, g) for s in BreakerState for g in breaker_table.Signal}
     assert set(table) == expected
 
 
