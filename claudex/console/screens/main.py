@@ -13,7 +13,8 @@ touched, a line whose text has not changed is not redrawn (`TextLine`), and no r
 layout unless a size may change; the request log draws each row once (request_log.py).
 
 The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py), the grid / table switch
-and the table's sort in `ViewsMixin` (views.py); this module is the rest of the view.
+and the table's sort in `ViewsMixin` (views.py), the request log's focus, detail and filter in
+`RequestsMixin` (requests_box.py); this module is the rest of the view.
 """
 
 from __future__ import annotations
@@ -36,10 +37,9 @@ from claudex.console.components.key_bar import KeyBar
 from claudex.console.components.provider_table import ProviderTable
 from claudex.console.components.request_log import MAX_ROWS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
-from claudex.console.link import DemoHooks, EngineLink, HistoryPage
+from claudex.console.link import DemoHooks, EngineLink
 from claudex.console.messages import EngineActivity, ProfileSelected
-from claudex.console.screens.request_detail import RequestDetailScreen
-from claudex.console.screens.views import ViewsMixin
+from claudex.console.screens.requests_box import RequestsMixin
 from claudex.engine.events import Event
 
 log = logging.getLogger("claudex.console")
@@ -60,7 +60,7 @@ def _error_age(profile: Mapping[str, Any], now_wall: float) -> int | None:
     return int(now_wall - at) if isinstance(at, int | float) else None
 
 
-class MainScreen(ViewsMixin):
+class MainScreen(RequestsMixin):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("t", "trip", "trip", id="claudex.trip"),
         Binding("r", "reset", "reset", id="claudex.reset"),
@@ -359,57 +359,8 @@ class MainScreen(ViewsMixin):
     def _panel(self, name: str | None) -> ProviderPanel | None:
         return self._panels.get(name) if name is not None else None
 
-    # -- the request log: focus, detail, history -----------------------------------------------
-
-    def action_focus_requests(self) -> None:
-        """tab: into the request log (up/down pick a row, enter opens it), and back out."""
-        if self._requests.has_focus:
-            self.set_focus(None)
-        else:
-            self._requests.take_focus()
-
-    def on_request_log_opened(self, message: RequestLog.Opened) -> None:
-        row = message.row
-        self.app.push_screen(RequestDetailScreen(row.record, time_text=self.time_text,
-                                                 wall=self.wall, from_history=row.from_history))
-
-    async def _request_history(self, until: float | None, text: str | None) -> HistoryPage:
-        return await self.link.history("requests", until=until, text=text)
-
-    async def _event_history(self, until: float | None) -> HistoryPage:
-        return await self.link.history("events", until=until)
-
     def on_profile_selected(self, message: ProfileSelected) -> None:
         self.select(message.name)
-
-    def action_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.display = True
-        box.focus()
-
-    def action_clear_filter(self) -> None:
-        box = self.query_one("#filter", Input)
-        box.value = ""
-        box.display = False
-        self.set_focus(None)
-        self.query_one(RequestLog).set_filter("")
-        self._table.set_filter("")
-        self._table_titled()
-
-    def on_input_changed(self, event: Input.Changed) -> None:
-        if event.input.id == "filter":
-            self.query_one(RequestLog).set_filter(event.value)
-            self._table.set_filter(event.value)
-            self._table_titled()
-            self.query_one("#requests-box").border_title = (
-                f"requests · filter: {safe(event.value, 40)}" if event.value.strip()
-                else "requests")
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        if event.input.id == "filter":
-            if not event.value.strip():
-                event.input.display = False
-            self.set_focus(None)
 
     def show_banner(self, text: str | None) -> None:
         """A config problem stays on screen until the config is good again (None clears it)."""
