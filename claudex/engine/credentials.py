@@ -1,10 +1,11 @@
 """Upstream credentials for one profile, and OAuth refresh-then-retry.
 
-`Credentials.auth_headers()` gives the headers to send upstream (None for `auth_type =
-"passthrough"`, where the client's own headers go through). Tokens are cached; one whose expiry is
-within 60 s is refreshed before use. When the upstream answers 401 the caller asks
-`refresh_after_401(failed)`: True means a different token is ready and the request may be retried
-once; False means none can be had, and `status` then says "needs login" until `mark_ok()`.
+`Credentials.auth_headers()` gives the headers to send upstream (built by auth_headers.py; None
+for `auth_type = "passthrough"`, where the client's own headers go through). Tokens are cached;
+one whose expiry is within 60 s is refreshed before use. When the upstream answers 401 the caller
+asks `refresh_after_401(failed)`: True means a different token is ready and the request may be
+retried once; False means none can be had, and `status` then says "needs login" until
+`mark_ok()`.
 
 Sources (DESIGN.md "OAuth refresh-then-retry"; read and written by token_sources.py): a
 token_command, re-run on 401; an oauth credentials file, on 401 re-read, then refreshed with its
@@ -38,6 +39,7 @@ import httpx
 
 from claudex.config.model import Profile
 from claudex.engine import clock
+from claudex.engine.auth_headers import OAUTH_BETA, AuthHeaders, headers_for, oauth_beta
 from claudex.engine.clock import WallClock
 from claudex.engine.events import Event
 from claudex.engine.fleet_tokens import grant_of
@@ -60,8 +62,6 @@ __all__ = [
 
 log = logging.getLogger("claudex.credentials")
 
-OAUTH_BETA = "oauth-2025-04-20"
-CODEX_ORIGINATOR = "codex_cli_rs"
 NEEDS_LOGIN = "needs login"
 # A token this close to its expiry is refreshed before use.
 EXPIRY_MARGIN_SECONDS = 60.0
@@ -95,16 +95,6 @@ class NeedsLogin(Exception):
 
 
 @dataclass(frozen=True)
-class AuthHeaders:
-    headers: dict[str, str]
-    token: str  # the secret used, so that a 401 can say which token failed
-    beta: str | None = None  # an anthropic-beta value to merge into the forwarded header
-
-    def __repr__(self) -> str:  # a stray debug print must not leak the token
-        return f"AuthHeaders(token={mask_secret(self.token)!r}, beta={self.beta!r})"
-
-
-@dataclass(frozen=True)
 class _GaveUp:
     token: str
     at: float
@@ -133,13 +123,7 @@ class Credentials:
         self._source = TokenSource(profile, env=env if env is not None else os.environ,
                                    wall=wall, run_command=run_command or run_shell_command)
         self._kind = self._source.kind
-        self._beta = (
-            OAUTH_BETA
-            if profile.auth_type == "oauth"
-            and profile.oauth_provider == "claude"
-            and profile.provider_type == "DirectAnthropic"
-            else None
-        )
+        self._beta = oauth_beta(profile)
         # One load or refresh at a time; concurrent 401s wait here and then see its result.
         self._lock = asyncio.Lock()
         self._token: OAuthToken | None = None
@@ -178,7 +162,7 @@ class Credentials:
                 if token is None or self._wants_early_refresh(token):
                     token = await self._load()
                     self._token = token
-        return self._headers(token)
+        return headers_for(self._profile, self._kind, token, self._beta)
 
     async def refresh_after_401(self, failed: AuthHeaders) -> bool:
         """After a 401 with `failed`: True when a different token is now ready (retry once)."""
@@ -198,21 +182,6 @@ class Credentials:
                 self._generation += 1
 
     # -- loading -------------------------------------------------------------------------------
-
-    def _headers(self, token: OAuthToken) -> AuthHeaders:
-        secret = token.access_token
-        if not secret:  # `api_key = ""`: a local server (Ollama, LM Studio) that takes no key
-            return AuthHeaders({}, secret)
-        if self._kind == "key" and self._profile.provider_type == "DirectAnthropic":
-            return AuthHeaders({"x-api-key": secret}, secret)
-        headers = {"authorization": f"Bearer {secret}"}
-        if token.account_id:
-            # A ChatGPT (Codex) login: the backend wants the account, and Codex CLI's
-            # originator (codex-rs/codex-api/src/auth.rs,
-            # codex-rs/login/src/auth/default_client.rs).
-            headers["chatgpt-account-id"] = token.account_id
-            headers["originator"] = CODEX_ORIGINATOR
-        return AuthHeaders(headers, secret, self._beta)
 
     def _wants_early_refresh(self, token: OAuthToken) -> bool:
         return token.expires_within(
