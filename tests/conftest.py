@@ -18,6 +18,7 @@ from claudex.demo.fake_provider import FakeProvider, default_models
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer, start_in_background
+from tests.redis_server import RedisServer
 
 TEST_ENV = {"FAKE_KEY": "sk-test-key-0123456789"}
 
@@ -150,6 +151,17 @@ async def fakes() -> AsyncIterator[Callable[..., Any]]:
     yield make
     for fake in started:
         await fake.stop()
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[RedisServer]:
+    """A real redis-server on a free port of 127.0.0.1, killed after the test (fleet tests)."""
+    server = RedisServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.kill()
 
 
 @pytest.fixture

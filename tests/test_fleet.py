@@ -25,16 +25,6 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-async def redis() -> AsyncIterator[RedisServer]:
-    server = RedisServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.kill()
-
-
-@pytest.fixture
 async def world(redis: RedisServer, fakes: Any, tmp_path: Path) -> AsyncIterator[FleetWorld]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
     w = FleetWorld(redis, f, tmp_path)

@@ -23,16 +23,6 @@ HEALTH = f"\n[health]\nenabled = true\ninterval_seconds = {INTERVAL_S}\ntimeout_
 
 
 @pytest.fixture
-async def redis() -> AsyncIterator[RedisServer]:
-    server = RedisServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.kill()
-
-
-@pytest.fixture
 async def world(redis: RedisServer, fakes: Any, tmp_path: Path) -> AsyncIterator[FleetWorld]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
     w = FleetWorld(redis, f, tmp_path, extra=HEALTH)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,6 @@ from tests.redis_server import RedisServer
 from tests.test_proxy_oauth import oauth_profile, write_credentials
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture
-async def redis() -> AsyncIterator[RedisServer]:
-    server = RedisServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.kill()
 
 
 async def test_every_instance_gets_a_401_at_once_and_one_refresh_grant_is_made(

@@ -28,16 +28,6 @@ RESTORED = "restored primary's trip from the history journal"
 
 
 @pytest.fixture
-async def redis() -> AsyncIterator[RedisServer]:
-    server = RedisServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.kill()
-
-
-@pytest.fixture
 async def pair(redis: RedisServer, fakes: Any, tmp_path: Path) -> AsyncIterator[FleetWorld]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
     world = FleetWorld(redis, f, tmp_path)

@@ -28,16 +28,6 @@ pytestmark = pytest.mark.timeout(120)
 SECRETS = ("tok-old", "tok-fresh", "refresh-1", "refresh-2")
 
 
-@pytest.fixture
-async def redis() -> AsyncIterator[RedisServer]:
-    server = RedisServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.kill()
-
-
 async def redis_contents(server: RedisServer) -> dict[str, str]:
     """Every key and string value in the fleet's Redis."""
     client = Redis.from_url(server.url, decode_responses=True)
