@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from claudex.config.model import Profile
-from claudex.engine.exchange import USER_AGENT, map_model
+from claudex.engine.addressing import USER_AGENT, map_model
 from tests.conftest import anthropic_body, build_config, profile_toml
 
 # Headers like Claude Code's own (values invented here).

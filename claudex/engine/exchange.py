@@ -4,20 +4,22 @@
 bodies pass through untouched (re-encoded only when the model or `max_tokens` changes, or when
 thinking blocks another provider signed are dropped: `claudex.providers.thinking`) and a
 stream is relayed byte for byte; when they differ, `claudex.providers.translate` rewrites the
-request, the answer, error bodies and the stream as it flows.
+request, the answer, error bodies and the stream as it flows. The model name, headers and query
+string a provider gets are decided in `claudex.engine.addressing`; the same-protocol stream
+codec is `claudex.engine.stream_codec.Relay`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlencode
 
-from claudex import __version__
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
+from claudex.engine.addressing import credentials_only, map_model, upstream_headers, with_query
 from claudex.engine.credentials import AuthHeaders
 from claudex.engine.reasoning_memory import (
     ReasoningMemory,
@@ -27,146 +29,15 @@ from claudex.engine.reasoning_memory import (
 )
 from claudex.engine.request import ProxyRequest
 from claudex.engine.signatures import SignatureMemory
+from claudex.engine.stream_codec import Relay, StreamCodec
 from claudex.providers import anthropic, fastjson, openai, responses
 from claudex.providers import translate as tr
-from claudex.providers.sse import TailScanner
 from claudex.providers.thinking import make_portable
 from claudex.providers.translate import from_responses, to_responses
 from claudex.providers.usage_chunks import asked_for_usage
 from claudex.providers.validation import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
-
-
-class StreamCodec(Protocol):
-    """Turns upstream stream bytes into client stream bytes."""
-
-    def feed(self, chunk: bytes) -> bytes: ...
-
-    def finish(self) -> bytes: ...
-
-    @property
-    def finished(self) -> bool: ...  # the upstream stream ended properly
-
-    @property
-    def error(self) -> str | None: ...  # an in-band upstream error passed to the client
-
-
-class _Relay:
-    """Same protocol: bytes pass as they are; a tail scan notices the end or an error."""
-
-    def __init__(self, scanner: TailScanner,
-                 tap: Callable[[bytes], None] | None = None) -> None:
-        self._scanner = scanner
-        self._tap = tap  # sees the bytes too: remembers thinking signatures (cheaply)
-
-    def feed(self, chunk: bytes) -> bytes:
-        self._scanner.feed(chunk)
-        if self._tap is not None:
-            self._tap(chunk)
-        return chunk
-
-    def finish(self) -> bytes:
-        return b""
-
-    @property
-    def finished(self) -> bool:
-        return self._scanner.saw_end
-
-    @property
-    def error(self) -> str | None:
-        return "upstream sent an error mid-stream" if self._scanner.saw_error else None
-
-
-def is_claude_model(model: str) -> bool:
-    return model.lower().startswith("claude-")
-
-
-def map_model(profile: Profile, requested: str | None, addressed: bool,
-              aliases: Mapping[str, str] | None = None, *,
-              client: WireProtocol = "anthropic") -> str | None:
-    """The model sent to `profile` (DESIGN.md "Models"), in order: `model_aliases`; the
-    profile's `models` (an exact key, else a family key contained in the name); at the profile
-    the request addressed, when it speaks the client's protocol (or the name came from an
-    alias), the requested model; anywhere
-    else — a backup, or a profile reached through translation, so never a Claude model name
-    at a provider that does not speak Anthropic — `default_model`, else the requested model."""
-    aliased = False
-    if requested and aliases and requested in aliases:
-        requested, aliased = aliases[requested], True
-    if requested:
-        mapped = profile.models.get(requested)
-        if mapped:
-            return mapped
-        lower = requested.lower()
-        for family, target in profile.models.items():
-            if family.lower() in lower:
-                return target
-        foreign_claude = profile.protocol != "anthropic" and is_claude_model(requested)
-        # An alias names a model on purpose: it is kept like the client's own choice.
-        chosen = addressed and (aliased or profile.protocol == client)
-        if chosen and not foreign_claude:
-            return requested
-    return profile.default_model or requested
-
-
-def merge_beta(*values: str | None) -> str | None:
-    """Comma-separated `anthropic-beta` values merged in order, without repeats."""
-    seen: list[str] = []
-    for value in values:
-        for item in (value or "").split(","):
-            item = item.strip()
-            if item and item not in seen:
-                seen.append(item)
-    return ",".join(seen) or None
-
-
-# Never carried from the client to an upstream (DESIGN.md "Headers"): hop-by-hop headers, the
-# ones the proxy sets itself, and `accept-encoding` — the upstream's encoding must be one the
-# proxy can decode, so aiohttp negotiates its own.
-_NOT_FORWARDED = frozenset({
-    "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "host",
-    "content-length", "content-type", "accept-encoding", "authorization", "x-api-key",
-    "proxy-authorization", "proxy-authenticate", "proxy-connection",
-})
-_CREDENTIALS = ("authorization", "x-api-key")
-USER_AGENT = f"claudex/{__version__}"
-
-
-def client_headers_to_forward(client: Mapping[str, str]) -> dict[str, str]:
-    """The client's headers a same-protocol upstream gets: all but hop-by-hop ones, `host`,
-    `content-length`, credentials and `x-claudex-*` (names arrive lowercased from ASGI)."""
-    return {k: v for k, v in client.items()
-            if k not in _NOT_FORWARDED and not k.startswith(("x-claudex-", "proxy-"))}
-
-
-def upstream_headers(profile: Profile, auth: AuthHeaders | None, *,
-                     client: Mapping[str, str] | None = None,
-                     forward: bool = False) -> dict[str, str]:
-    """Protocol, credential and custom headers for a request to `profile` — forwarded requests
-    and health probes alike. `client` holds the client's headers: with `forward` (the
-    same-protocol path) they are carried over (`client_headers_to_forward`), the client's
-    `user-agent` included; otherwise only its credentials are read, for passthrough profiles,
-    and `anthropic-version`/`-beta` between Anthropic-protocol ends."""
-    client = client or {}
-    headers: dict[str, str] = {"user-agent": USER_AGENT}
-    if forward:
-        headers.update(client_headers_to_forward(client))
-    if profile.protocol == "anthropic":
-        headers["anthropic-version"] = client.get("anthropic-version") or \
-            anthropic.DEFAULT_VERSION
-        beta = merge_beta(client.get("anthropic-beta"), auth.beta if auth else None)
-        if beta:
-            headers["anthropic-beta"] = beta
-    if profile.auth_type == "passthrough":
-        for key in _CREDENTIALS:
-            value = client.get(key)
-            if value:
-                headers[key] = value
-    elif auth is not None:
-        headers.update(auth.headers)
-    headers.update(profile.custom_headers)
-    return headers
 
 
 # Compact JSON through orjson; a lone surrogate (`"\ud800"` in the client's JSON) has no UTF-8
@@ -184,15 +55,6 @@ def ask_for_usage(raw: bytes) -> bytes:
     at = raw.index(b"{") + 1
     member = _USAGE_ASKED if not raw[at:].lstrip().startswith(b"}") else _USAGE_ASKED[:-1]
     return raw[:at] + member + raw[at:]
-
-
-def _credentials_only(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k: v for k in _CREDENTIALS if (v := headers.get(k))}
-
-
-def with_query(url: str, *queries: str) -> str:
-    joined = "&".join(q for q in queries if q)
-    return f"{url}?{joined}" if joined else url
 
 
 class Exchange:
@@ -232,7 +94,7 @@ class Exchange:
             headers["accept"] = "text/event-stream"
         # anthropic-version/-beta are carried over only between Anthropic-protocol ends; the
         # client's credentials only to a passthrough profile (upstream_headers decides).
-        client = _credentials_only(req.headers) if self.translating else req.headers
+        client = credentials_only(req.headers) if self.translating else req.headers
         headers.update(upstream_headers(self.profile, auth, client=client,
                                         forward=not self.translating))
         return headers
@@ -428,9 +290,9 @@ class Exchange:
             return self._responses_client_stream()
         if not self.translating:
             if self.upstream == "openai":
-                return _Relay(openai.tail_scanner())
+                return Relay(openai.tail_scanner())
             memory = self.signatures
-            return _Relay(anthropic.tail_scanner(),
+            return Relay(anthropic.tail_scanner(),
                           memory.tap(self.profile.name) if memory is not None else None)
         listener = stream_listener(self._reasoning, self.profile.name)
         if self.upstream == "responses" and self.client == "anthropic":
@@ -531,6 +393,6 @@ class Exchange:
             memory, name = self.signatures, self.profile.name
             self._responses_tap = tr.ReasoningTap(
                 (lambda blob: memory.remember(name, blob)) if memory is not None else None)
-            return _Relay(responses.tail_scanner(), self._responses_tap)
+            return Relay(responses.tail_scanner(), self._responses_tap)
         self._responses_codec = self._responses_plan().stream(model=self.model)
         return self._responses_codec

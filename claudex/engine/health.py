@@ -32,12 +32,12 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from claudex.config.model import Config
+from claudex.engine.addressing import upstream_headers
 from claudex.engine.breaker import BreakerState
 from claudex.engine.classify import Outcome, classify_status, map_transport_error
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.credentials import CredentialError
 from claudex.engine.events import Event, EventBus
-from claudex.engine.exchange import upstream_headers
 from claudex.engine.runtime import ProviderRuntime
 from claudex.providers import anthropic, openai
 

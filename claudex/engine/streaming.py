@@ -10,11 +10,12 @@ from collections.abc import AsyncIterator, Callable
 
 from claudex.engine.answers import passed_headers, tag
 from claudex.engine.classify import Outcome, StreamStalled, map_transport_error
-from claudex.engine.exchange import Exchange, StreamCodec
+from claudex.engine.exchange import Exchange
 from claudex.engine.ledger import Ledger
 from claudex.engine.request import ForwardResult
 from claudex.engine.secrets import SCRUBBER
 from claudex.engine.stalls import IdleWatch, StreamDeadlines
+from claudex.engine.stream_codec import StreamCodec
 from claudex.engine.transport import UpstreamResponse
 from claudex.engine.usage import Usage, UsageScanner
 from claudex.providers import anthropic, openai, responses
