@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from claudex import __version__
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
-from claudex.engine.credentials import AuthHeaders
+from claudex.engine.auth_headers import AuthHeaders
 from claudex.providers import anthropic
 
 

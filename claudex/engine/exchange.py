@@ -20,7 +20,7 @@ from urllib.parse import urlencode
 from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.addressing import credentials_only, map_model, upstream_headers, with_query
-from claudex.engine.credentials import AuthHeaders
+from claudex.engine.auth_headers import AuthHeaders
 from claudex.engine.reasoning_memory import (
     ReasoningMemory,
     carry_reasoning,
