@@ -95,19 +95,20 @@ async def test_a_committed_stream_gone_silent_ends_with_one_sse_error_and_a_brea
 async def test_a_committed_stream_that_keeps_talking_outlives_its_idle_timeout(
     fakes: Any, proxy_factory: Any
 ) -> None:
-    """The idle timeout bounds a silence, not the stream: eight events 0.3 s apart make a
-    stream of more than 2 s, twice the 1 s idle timeout, and none of its gaps comes near it.
-    (The relay's one timer a stream comes due mid-stream and must wait out the rest.)"""
-    proxy = await pair(fakes, proxy_factory, "stream_idle_timeout = 1.0", protocol="openai")
-    proxy.fakes["primary"].stream_delay_ms = 300
-    resp = await proxy.chat(openai_body("events:8", stream=True))
+    """The idle timeout bounds a silence, not the stream: seven events 0.5 s apart make a
+    stream of more than 3 s, half as long again as the 2 s idle timeout, and no gap comes
+    within 1.5 s of it (room for a loaded machine). The relay's one timer a stream comes due
+    mid-stream and must wait out the rest."""
+    proxy = await pair(fakes, proxy_factory, "stream_idle_timeout = 2.0", protocol="openai")
+    proxy.fakes["primary"].stream_delay_ms = 500
+    resp = await proxy.chat(openai_body("events:7", stream=True))
     assert resp.status_code == 200
     events = sse_events(resp.text)
     assert events[-1] == (None, "[DONE]")
     payloads = [json.loads(d) for _, d in events[:-1]]
     assert not [p for p in payloads if "error" in p]
     deltas = [c["delta"].get("content") for p in payloads for c in p.get("choices", [])]
-    assert sum(1 for d in deltas if d) == 8
+    assert sum(1 for d in deltas if d) == 7
     assert proxy.engine.runtimes["primary"].breaker.snapshot().consecutive_failures == 0
 
 
