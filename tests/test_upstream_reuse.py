@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import anthropic_body, build_config, openai_body, profile_toml
+from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
 from tests.test_proxy_streaming import sse_events
 
 
@@ -52,6 +52,9 @@ async def test_a_stream_given_up_midway_does_not_hand_back_its_connection(
         async for chunk in resp.aiter_bytes():
             if b"content_block_delta" in chunk:
                 break  # the client leaves with most of the stream unread
+    # claudex notices and lets the stream go (out of flight) while two seconds of it are
+    # still to come, so the connection it gives up has unread bytes on it.
+    await eventually(lambda: proxy.engine.totals.in_flight == 0)
     fake.stream_delay_ms = 0
     # The next request gets a whole, clean answer: on a new connection, since the abandoned
     # one still had the rest of its stream coming.
