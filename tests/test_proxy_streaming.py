@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from tests.conftest import anthropic_body, build_config, eventually, openai_body, profile_toml
 
 
@@ -78,6 +80,39 @@ async def test_cut_after_content_yields_sse_error_and_no_second_call(
     assert proxy.fakes["backup"].request_count == 0  # never billed twice
     snap = proxy.engine.runtimes["primary"].breaker.snapshot()
     assert snap.consecutive_failures == 1
+
+
+async def test_a_codec_failing_after_content_ends_the_stream_with_one_error_and_no_traceback(
+    fakes: Any, proxy_factory: Any, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """claudex's own code failing on a chunk after the commit (a translator's bug) ends the
+    client's stream the way an upstream break does: one SSE error event that says what
+    happened, no second upstream call, and no traceback in claudex's log."""
+    from claudex.engine import stream_codec
+
+    proxy = await pair(fakes, proxy_factory)
+    proxy.fakes["primary"].stream_delay_ms = 20  # an event a chunk
+    real_feed = stream_codec.Relay.feed
+    seen = {"deltas": 0}
+
+    def failing_feed(self: stream_codec.Relay, chunk: bytes) -> bytes:
+        if b"content_block_delta" in chunk:
+            seen["deltas"] += 1
+            if seen["deltas"] == 3:
+                raise RuntimeError("a bug in claudex")
+        return real_feed(self, chunk)
+
+    monkeypatch.setattr(stream_codec.Relay, "feed", failing_feed)
+    resp = await proxy.messages(anthropic_body("events:10", stream=True))
+    assert resp.status_code == 200
+    events = sse_events(resp.text)
+    names = [n for n, _ in events]
+    assert names[-1] == "error" and names.count("error") == 1
+    message = json.loads(events[-1][1])["error"]["message"]
+    assert "primary" in message and "could not translate" in message
+    assert proxy.fakes["backup"].request_count == 0
+    assert "Traceback" not in caplog.text and "a bug in claudex" not in caplog.text
 
 
 async def test_error_event_after_content_reaches_client_and_counts(

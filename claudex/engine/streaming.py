@@ -152,7 +152,11 @@ class RelayedStream:
                 await self.aclose()
                 raise
             watch.last = now()
-            out = codec.feed(chunk)
+            try:
+                out = codec.feed(chunk)
+            except Exception as exc:  # claudex's translator, not the provider: ended all the same
+                self._ending(exc, ours=True)
+                return await self.__anext__()
             if out:
                 if codec.error is not None:
                     # The upstream's own error event may quote the key it was sent: mask it
@@ -161,13 +165,18 @@ class RelayedStream:
                 self._scanner.feed(out)
                 return out
 
-    def _ending(self, exc: Exception | None) -> None:
-        """The upstream stream is over (`exc`: it broke): what the client gets last."""
+    def _ending(self, exc: Exception | None, *, ours: bool = False) -> None:
+        """The upstream stream is over (`exc`: it broke; `ours`: claudex's own translation of
+        it failed): what the client gets last."""
         self._upstream_over = True
         self._watch.stop()
         ledger, codec = self._ledger, self._codec
         name = ledger.rt.name
-        if self._watch.fired or exc is not None:
+        if ours and exc is not None:
+            message = (f"{name}: claudex could not translate the stream "
+                       f"({type(exc).__name__}); the answer is cut here")
+            log.debug("translating %s's stream failed", name, exc_info=exc)
+        elif self._watch.fired or exc is not None:
             if self._watch.fired:  # the watch closed the response
                 words = (f"was silent for {ledger.rt.profile.stream_idle_timeout:g} s "
                          "(stream_idle_timeout)")
@@ -175,6 +184,9 @@ class RelayedStream:
                 assert exc is not None
                 words = map_transport_error(exc)[1]
             message = f"{name}: upstream {words} after the response started"
+        else:
+            message = ""
+        if message:
             ledger.broke_mid_stream(message)
             log.warning("%s", message)
             self._ahead.append(self._exchange.sse_error(message))
@@ -187,7 +199,11 @@ class RelayedStream:
             if codec.error is None:
                 self._ahead.append(self._exchange.sse_error(message))
             return
-        tail = codec.finish()
+        try:
+            tail = codec.finish()
+        except Exception as exc:  # a translator that cannot close the answer
+            self._ending(exc, ours=True)
+            return
         if tail:
             self._ahead.append(tail)
         ledger.succeed(200, record_attempt=False)
