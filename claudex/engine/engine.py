@@ -33,10 +33,9 @@ from claudex.engine.runtime import ProviderRuntime
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.signatures import SignatureMemory
 from claudex.engine.stats import GlobalStats
-from claudex.engine.streaming import RelayedStream
 from claudex.engine.transport import AiohttpTransport, Transport
 from claudex.engine.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
-from claudex.engine.usage import CountedStream, TokenTotals, Usage, usage_in_body
+from claudex.engine.usage import TokenTotals, Usage, usage_in_body
 
 log = logging.getLogger("claudex.engine")
 
@@ -230,10 +229,7 @@ class Engine:
                 self.totals.in_flight -= 1
                 self.reports.finished(req, result, ms, usage)
 
-            if isinstance(result.stream, RelayedStream):
-                result.stream.count(done)  # it scans its own chunks: no wrapper per chunk
-            else:
-                result.stream = CountedStream(result.stream, done)
+            result.stream.count(done)  # it scans its own chunks: no wrapper per chunk
         return result
 
     async def check_health_now(self) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from claudex.config.model import Protocol
 from claudex.engine.secrets import SCRUBBER, mask_secret
+
+if TYPE_CHECKING:  # the stream's module builds results: a type only, no import cycle
+    from claudex.engine.streaming import RelayedStream
 
 Endpoint = Literal["messages", "count_tokens", "chat", "responses"]
 
@@ -179,7 +182,7 @@ class ForwardResult:
     provider: str | None
     attempts: list[Attempt] = field(default_factory=list)
     body: bytes | None = None
-    stream: AsyncIterator[bytes] | None = None
+    stream: RelayedStream | None = None  # a committed stream (engine/streaming.py)
     # What translation (or claudex's conversation repairs) left out of the request that was
     # served, by short name ("thinking", "cache_control"): shown in the request log.
     dropped: tuple[str, ...] = ()

@@ -20,7 +20,7 @@ include cached ones; Anthropic's `input_tokens` do not), `cache_read` the cached
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -150,39 +150,3 @@ class TokenTotals:
 
     def of_provider(self, name: str) -> dict[str, int]:
         return (self.by_provider.get(name) or Usage()).to_json()
-
-
-class CountedStream:
-    """An answer stream on its way to the client: scanned for usage, and `done(usage)` called
-    once when it ends, fails or is closed (the engine then counts it out of flight, sums its
-    tokens and reports the request with them)."""
-
-    def __init__(self, inner: AsyncIterator[bytes], done: Callable[[Usage | None], None]) -> None:
-        self._inner = inner
-        self._done = done
-        self._scanner = UsageScanner()
-        self._closed = False
-
-    def __aiter__(self) -> CountedStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        try:
-            chunk = await self._inner.__anext__()
-        except BaseException:
-            await self.aclose()
-            raise
-        self._scanner.feed(chunk)
-        return chunk
-
-    async def aclose(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            aclose = getattr(self._inner, "aclose", None)
-            if aclose is not None:
-                await aclose()  # settles the breaker permit of a stream left unfinished
-        finally:
-            self._scanner.finish()
-            self._done(self._scanner.usage)

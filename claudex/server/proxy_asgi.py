@@ -192,7 +192,7 @@ class ProxyRoutes:
                 protocol, 500, "Internal error in claudex; see its log."))
             return
         if result.stream is not None:
-            stream = result.stream
+            stream: AsyncIterator[bytes] = result.stream
             if protocol == "openai" and not asked_for_usage(body):
                 stream = WithoutUsage(stream)  # claudex asked for it, to count the tokens
             await self._stream(result, stream, receive, send)
