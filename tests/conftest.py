@@ -7,6 +7,7 @@ import os
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 from claudex.config.loader import parse_config
 from claudex.config.model import Config
 from claudex.demo.fake_provider import FakeProvider, default_models
+from claudex.demo.world import free_port
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer, start_in_background
@@ -118,6 +120,19 @@ enabled = false
 
 def build_config(text: str, env: dict[str, str] | None = None) -> Config:
     return parse_config(GLOBALS + text, "test.toml", env=env or TEST_ENV)
+
+
+def primary_backup_config(tmp_path: Path, fakes: dict[str, FakeProvider],
+                          extra: str = "") -> tuple[Path, int]:
+    """A config for `claudex serve` on a free port: profile primary (backup: backup) over the
+    fakes of those names, `extra` TOML after the globals; written to tmp_path, owner-only."""
+    port = free_port()
+    path = tmp_path / "profiles.toml"
+    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}") + extra
+                    + profile_toml("primary", fakes["primary"], backups=["backup"])
+                    + profile_toml("backup", fakes["backup"]))
+    path.chmod(0o600)
+    return path, port
 
 
 async def eventually(predicate: Callable[[], bool], limit_s: float = 5.0) -> None:

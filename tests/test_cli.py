@@ -15,7 +15,12 @@ import httpx
 import pytest
 
 from claudex.demo.world import free_port
-from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, eventually, profile_toml
+from tests.conftest import (
+    TEST_ENV,
+    anthropic_body,
+    eventually,
+    primary_backup_config,
+)
 
 
 async def claudex(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -55,11 +60,7 @@ async def wait_until_serving(url: str, proc: asyncio.subprocess.Process) -> None
 @pytest.fixture
 async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
-    port = free_port()
-    path = tmp_path / "profiles.toml"
-    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
-                    + profile_toml("primary", f["primary"], backups=["backup"])
-                    + profile_toml("backup", f["backup"]))
+    path, port = primary_backup_config(tmp_path, f)
     proc = await spawn_serve(path)
     url = f"http://127.0.0.1:{port}"
     try:

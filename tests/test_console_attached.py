@@ -25,55 +25,17 @@ from claudex.console.screens import ConfirmScreen
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.demo.world import free_port
 from claudex.engine.events import Event
-from tests.conftest import GLOBALS, anthropic_body, eventually, profile_toml
+from tests.conftest import GLOBALS, anthropic_body, eventually, primary_backup_config, profile_toml
+from tests.serve_world import Serve
 from tests.test_cli import spawn_serve, wait_until_serving
 
 SIZE = (140, 44)
 
 
-class Serve:
-    """One `claudex serve` on a fixed port and config, which a test may kill and start again."""
-
-    def __init__(self, config: Path, port: int) -> None:
-        self.config = config
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        self.proc = await spawn_serve(self.config, stdout=asyncio.subprocess.DEVNULL)
-        await wait_until_serving(self.url, self.proc)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGKILL)
-            await self.proc.communicate()
-        self.proc = None
-
-    async def post(self, path: str) -> httpx.Response:
-        async with httpx.AsyncClient(base_url=self.url, timeout=10.0) as client:
-            return await client.post(path)
-
-    async def status(self) -> dict[str, Any]:
-        async with httpx.AsyncClient(base_url=self.url, timeout=10.0) as client:
-            return dict((await client.get("/_claudex/status")).json())
-
-    async def breaker(self, name: str) -> str:
-        for p in (await self.status())["profiles"]:
-            if p["name"] == name:
-                return str(p["breaker"]["state"])
-        raise AssertionError(f"no profile {name}")
-
-
 @pytest.fixture
 async def serve(fakes: Any, tmp_path: Path) -> AsyncIterator[Serve]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
-    port = free_port()
-    path = tmp_path / "profiles.toml"
-    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
-                    + profile_toml("primary", f["primary"], backups=["backup"])
-                    + profile_toml("backup", f["backup"]))
-    path.chmod(0o600)
-    served = Serve(path, port)
+    served = Serve(*primary_backup_config(tmp_path, f))
     await served.start()
     try:
         yield served

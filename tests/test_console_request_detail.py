@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import io
-import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from rich.console import Console
 from textual.widgets import Static
@@ -25,11 +23,12 @@ from claudex.console.components.request_log import HistorySource
 from claudex.console.http_link import HttpLink
 from claudex.console.link import HistoryPage, LocalLink
 from claudex.console.screens.request_detail import RequestDetailScreen
-from claudex.demo.world import free_port
 from claudex.engine.events import Event
 from claudex.engine.journal import Journal
-from tests.conftest import GLOBALS, anthropic_body, build_config, profile_toml
-from tests.test_cli import claudex, spawn_serve, wait_until_serving
+from tests.conftest import anthropic_body, build_config, primary_backup_config, profile_toml
+from tests.serve_world import Serve
+from tests.test_cli import claudex
+from tests.test_console_snapshots import PROFILES
 
 SIZE = (140, 44)
 
@@ -331,46 +330,11 @@ async def test_the_event_log_says_history_off(fakes: Any, proxy_factory: Any) ->
 # -- attached -----------------------------------------------------------------------------------
 
 
-class Serve:
-    def __init__(self, config: Path, port: int) -> None:
-        self.config = config
-        self.url = f"http://127.0.0.1:{port}"
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        self.proc = await spawn_serve(self.config, stdout=asyncio.subprocess.DEVNULL)
-        await wait_until_serving(self.url, self.proc)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGKILL)
-            await self.proc.communicate()
-        self.proc = None
-
-    async def send(self, expect: str) -> None:
-        async with httpx.AsyncClient(timeout=10.0) as client:
-            resp = await client.post(self.url + "/proxy/primary/v1/messages",
-                                     json=anthropic_body(),
-                                     headers={"anthropic-version": "2023-06-01"})
-            assert resp.status_code == 200, resp.text
-            assert resp.headers["x-claudex-provider"] == expect
-
-    async def flush(self) -> None:
-        async with httpx.AsyncClient(timeout=10.0) as client:  # the route flushes the journal
-            assert (await client.get(self.url + "/_claudex/history")).status_code == 200
-
-
 @pytest.fixture
 async def serve(fakes: Any, tmp_path: Path) -> AsyncIterator[tuple[Serve, dict[str, Any]]]:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
-    port = free_port()
-    path = tmp_path / "profiles.toml"
-    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
-                    + f'\n[history]\npath = "{tmp_path / "history.sqlite3"}"\n'
-                    + profile_toml("primary", f["primary"], backups=["backup"])
-                    + profile_toml("backup", f["backup"]))
-    path.chmod(0o600)
-    served = Serve(path, port)
+    history = f'\n[history]\npath = "{tmp_path / "history.sqlite3"}"\n'
+    served = Serve(*primary_backup_config(tmp_path, f, history))
     await served.start()
     try:
         yield served, f
@@ -434,28 +398,7 @@ async def test_attached_detail_scroll_back_and_search(serve: tuple[Serve, Any]) 
 
 SNAP_START = 1_750_000_000.0
 
-SNAP_PROFILES = """
-[[profiles]]
-name = "claude"
-provider_type = "DirectAnthropic"
-base_url = "http://127.0.0.1:9"
-api_key_env = "FAKE_KEY"
-default_model = "claude-sonnet-4-5"
-backup_providers = ["claude-backup", "grok"]
-
-[[profiles]]
-name = "claude-backup"
-provider_type = "DirectAnthropic"
-base_url = "http://127.0.0.1:9"
-api_key_env = "FAKE_KEY"
-
-[[profiles]]
-name = "grok"
-provider_type = "OpenAICompatible"
-base_url = "http://127.0.0.1:9/v1"
-api_key_env = "FAKE_KEY"
-default_model = "grok-3-beta"
-"""
+SNAP_PROFILES = PROFILES  # the snapshot tests' three profiles
 
 
 def failed_over_event(at: float) -> Event:

@@ -19,33 +19,25 @@ from claudex.console.components import ChainView, ProviderPanel
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
 from claudex.console.screens.trip_dialog import TripScreen
-from claudex.demo.world import free_port
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
 from claudex.engine.fleet_facts import BadFact, Fact, Registers, decode, view
-from tests.conftest import GLOBALS, TEST_ENV, anthropic_body, build_config, profile_toml
+from tests.conftest import (
+    TEST_ENV,
+    anthropic_body,
+    build_config,
+    primary_backup_config,
+)
 from tests.fleet_world import FleetWorld, fleet_of
 from tests.redis_server import RedisServer
 from tests.test_cli import claudex, spawn_serve, wait_until_serving
+from tests.test_console import TWO_PROFILES
 
 # --- the console: t asks for how long and why ----------------------------------------------------
 
 
-CONSOLE_PROFILES = """
-[[profiles]]
-name = "alpha"
-provider_type = "DirectAnthropic"
-base_url = "http://127.0.0.1:9"
-api_key_env = "FAKE_KEY"
-backup_providers = ["beta"]
-
-[[profiles]]
-name = "beta"
-provider_type = "OpenAICompatible"
-base_url = "http://127.0.0.1:9/v1"
-api_key_env = "FAKE_KEY"
-"""
+CONSOLE_PROFILES = TWO_PROFILES
 
 
 async def settle(app: ConsoleApp, pilot: Any) -> None:
@@ -122,11 +114,7 @@ async def test_escape_cancels_the_trip_dialog_and_read_only_refuses_it() -> None
 async def test_claudex_trip_for_a_while_with_a_reason_against_serve(fakes: Any,
                                                                     tmp_path: Path) -> None:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
-    port = free_port()
-    path = tmp_path / "profiles.toml"
-    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
-                    + profile_toml("primary", f["primary"], backups=["backup"])
-                    + profile_toml("backup", f["backup"]))
+    path, port = primary_backup_config(tmp_path, f)
     url = f"http://127.0.0.1:{port}"
     proc = await spawn_serve(path)
     try:
@@ -225,11 +213,7 @@ async def test_a_timed_trip_from_one_instance_ends_on_every_instance(pair: Fleet
 async def test_attached_to_serve_t_trips_for_a_while_and_the_engine_half_opens_it(
         fakes: Any, tmp_path: Path) -> None:
     f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
-    port = free_port()
-    path = tmp_path / "profiles.toml"
-    path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
-                    + profile_toml("primary", f["primary"], backups=["backup"])
-                    + profile_toml("backup", f["backup"]))
+    path, port = primary_backup_config(tmp_path, f)
     url = f"http://127.0.0.1:{port}"
     proc = await spawn_serve(path, stdout=asyncio.subprocess.DEVNULL)
     link = HttpLink(url)

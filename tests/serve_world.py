@@ -1,0 +1,58 @@
+"""One `claudex serve` in a process of its own, on a fixed port and config, which a test may kill
+and start again (a console attached to it sees the engine go and come back)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import anthropic_body
+from tests.test_cli import spawn_serve, wait_until_serving
+
+
+class Serve:
+    def __init__(self, config: Path, port: int) -> None:
+        self.config = config
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await spawn_serve(self.config, stdout=asyncio.subprocess.DEVNULL)
+        await wait_until_serving(self.url, self.proc)
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGKILL)
+            await self.proc.communicate()
+        self.proc = None
+
+    async def post(self, path: str) -> httpx.Response:
+        async with httpx.AsyncClient(base_url=self.url, timeout=10.0) as client:
+            return await client.post(path)
+
+    async def status(self) -> dict[str, Any]:
+        async with httpx.AsyncClient(base_url=self.url, timeout=10.0) as client:
+            return dict((await client.get("/_claudex/status")).json())
+
+    async def breaker(self, name: str) -> str:
+        for p in (await self.status())["profiles"]:
+            if p["name"] == name:
+                return str(p["breaker"]["state"])
+        raise AssertionError(f"no profile {name}")
+
+    async def send(self, expect: str) -> None:
+        """One request to profile primary, which `expect` must have served."""
+        async with httpx.AsyncClient(timeout=10.0) as client:
+            resp = await client.post(self.url + "/proxy/primary/v1/messages",
+                                     json=anthropic_body(),
+                                     headers={"anthropic-version": "2023-06-01"})
+            assert resp.status_code == 200, resp.text
+            assert resp.headers["x-claudex-provider"] == expect
+
+    async def flush(self) -> None:
+        async with httpx.AsyncClient(timeout=10.0) as client:  # the route flushes the journal
+            assert (await client.get(self.url + "/_claudex/history")).status_code == 200
