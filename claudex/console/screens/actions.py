@@ -296,14 +296,23 @@ class ActionsMixin(Screen[None]):
         except (ImportError, AttributeError):
             self.notify("Deleting profiles is not available in this build.", severity="warning")
             return
+        await self.edit_and_reload(lambda: delete_profile(path, name),
+                                   failed=f"Could not delete {name}",
+                                   noted=f"operator deleted profile {name}",
+                                   done=f"Deleted {name}.")
+
+    async def edit_and_reload(self, write: Callable[[], object], *, failed: str, noted: str,
+                              done: str) -> None:
+        """Write the config file on a thread (editing keeps every comment), note it in the event
+        log and reload; a write that fails says why and leaves the live config alone."""
         try:
-            await asyncio.to_thread(delete_profile, path, name)
+            await asyncio.to_thread(write)
         except Exception as exc:  # its message is the operator's to read
-            self.notify(f"Could not delete {name}: {safe(str(exc))}", severity="error")
+            self.notify(f"{failed}: {safe(str(exc))}", severity="error")
             return
-        self.note(f"operator deleted profile {name}")
+        self.note(noted)
         if await self.reload_config():
-            self.notify(f"Deleted {name}.")
+            self.notify(done)
 
     def action_toggle_enabled(self) -> None:
         name = self._target("toggle_enabled")

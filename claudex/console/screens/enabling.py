@@ -9,13 +9,11 @@ decides whether the action may run at all (read-only, a config file on this mach
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from claudex.config.editing import set_profile_enabled
-from claudex.console.format import safe
 from claudex.console.screens.confirm import ConfirmScreen
 
 if TYPE_CHECKING:
@@ -53,11 +51,6 @@ def ask_to_toggle(screen: ActionsMixin, name: str, path: Path) -> None:
 
 async def set_enabled(screen: ActionsMixin, name: str, path: Path, enable: bool) -> None:
     word = "enabled" if enable else "disabled"
-    try:
-        await asyncio.to_thread(set_profile_enabled, path, name, enable)
-    except Exception as exc:  # its message is the operator's to read
-        screen.notify(f"Could not write {name} {word}: {safe(str(exc))}", severity="error")
-        return
-    screen.note(f"operator {word} profile {name}")
-    if await screen.reload_config():
-        screen.notify(f"{name} {word}.")
+    await screen.edit_and_reload(lambda: set_profile_enabled(path, name, enable),
+                                 failed=f"Could not write {name} {word}",
+                                 noted=f"operator {word} profile {name}", done=f"{name} {word}.")
