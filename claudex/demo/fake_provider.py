@@ -110,6 +110,8 @@ class _Keep(Enum):
 KEEP: Final = _Keep.KEEP
 """`set_fault(valid_tokens=KEEP)` (the default) leaves the accepted tokens as they are."""
 
+_PEERS_KEPT: Final = 4096  # connections remembered for `connections_served`
+
 
 class FakeProvider:
     """One fake provider listening on `host:port` (port 0 picks a free one at start)."""
@@ -165,7 +167,7 @@ class FakeProvider:
         self.requests: list[RecordedRequest] = []
         # Distinct connections requests came on: a proxy that keeps its pool reuses one.
         self.connections_served = 0
-        self._peers: set[Any] = set()
+        self._peers: dict[Any, None] = {}  # the newest few thousand, oldest first
         self._request_count = 0
         self._port = port
         self._routes = _ROUTES[protocol]
@@ -249,6 +251,8 @@ class FakeProvider:
     def reset_log(self) -> None:
         self.requests.clear()
         self._request_count = 0
+        self._peers.clear()
+        self.connections_served = 0
 
     @property
     def echo_key(self) -> bool:
@@ -386,8 +390,10 @@ class FakeProvider:
         transport = request.transport
         peer = transport.get_extra_info("peername") if transport is not None else None
         if peer is not None and peer not in self._peers:
-            self._peers.add(peer)  # the client's address and port: one per connection
-            self.connections_served = len(self._peers)
+            self._peers[peer] = None  # the client's address and port: one per connection
+            self.connections_served += 1
+            if len(self._peers) > _PEERS_KEPT:  # a demo left running for days stays small
+                del self._peers[next(iter(self._peers))]
         self._busy[connection] = self._busy.get(connection, 0) + 1
         try:
             if request.path.startswith("/_fake/"):
