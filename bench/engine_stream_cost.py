@@ -26,9 +26,9 @@ from collections.abc import AsyncIterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from claudex.config.loader import parse_config
+from claudex.engine.core.request import ProxyRequest
+from claudex.engine.core.transport import UpstreamResponse
 from claudex.engine.engine import Engine
-from claudex.engine.request import ProxyRequest
-from claudex.engine.transport import UpstreamResponse
 
 CONFIG = """
 [proxy]

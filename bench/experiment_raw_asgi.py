@@ -22,8 +22,8 @@ from typing import Any
 import uvicorn
 
 from claudex.config.loader import load_config
+from claudex.engine.core.request import ProxyRequest
 from claudex.engine.engine import Engine
-from claudex.engine.request import ProxyRequest
 from claudex.server.app import create_app
 from claudex.server.security import SecurityMiddleware
 

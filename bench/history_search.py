@@ -17,8 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from claudex.engine.journal import open_database
-from claudex.engine.journal_query import HistoryQuery, read_history
+from claudex.engine.history.journal import open_database
+from claudex.engine.history.query import HistoryQuery, read_history
 
 COLUMNS = ("event_id", "time", "protocol", "endpoint", "model", "profile", "provider", "status",
            "outcome", "latency_ms", "stream", "trail", "attempts", "dropped", "input_tokens",

@@ -30,7 +30,7 @@ import aiohttp
 
 from claudex.config.loader import parse_config
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine import concurrency
+from claudex.engine.core import concurrency
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.run import start_in_background

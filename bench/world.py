@@ -159,7 +159,7 @@ class World:
         # A state dir of the bench's own: every claudex it starts keeps its history journal
         # there, as on a fresh install. In the user's state dir the journal grew by every
         # request of every bench run (135 MB after a day of them), and each start's seeding
-        # of the panels' counters from it (engine/journal_seed.py) took 1.6 s of CPU inside
+        # of the panels' counters from it (engine/history/seed.py) took 1.6 s of CPU inside
         # the window being measured.
         return {KEY_ENV: KEY, "XDG_STATE_HOME": str(self.workdir / "state")}
 

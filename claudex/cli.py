@@ -20,8 +20,8 @@ from claudex.config.loader import check_config, load_config
 from claudex.config.model import Config, ConfigError, HistorySettings
 from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
+from claudex.engine.breaker.trips import DurationError, parse_duration, trip_words
 from claudex.engine.secrets import SCRUBBER, config_secrets
-from claudex.engine.trips import DurationError, parse_duration, trip_words
 
 
 class CliError(Exception):
@@ -288,8 +288,8 @@ def _history_from_file(args: argparse.Namespace, params: dict[str, str]) -> dict
     import sqlite3
     import time
 
-    from claudex.engine.journal import history_path
-    from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
+    from claudex.engine.history.journal import history_path
+    from claudex.engine.history.query import HistoryQueryError, parse_query, read_history
 
     config = _config_if_loadable(args)
     settings = config.history if config is not None else HistorySettings()

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from claudex.engine.events import Event
-from claudex.engine.journal import outcome_of
+from claudex.engine.history.journal import outcome_of
 from claudex.engine.secrets import SCRUBBER, mask_secret
 
 NONE: Final = "—"

@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claudex.engine.latency import latency_cell
+from claudex.engine.addons.latency import latency_cell
+from claudex.engine.breaker.trips import duration_words
 from claudex.engine.secrets import SCRUBBER
-from claudex.engine.trips import duration_words
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
@@ -102,7 +102,7 @@ def _latency_text(stats: dict[str, Any], probe_ms: Any) -> str:
 
 
 def _render_fleet(fleet: dict[str, Any], out: Console) -> None:
-    """`[fleet]`: whether Redis answers, and every instance heard from (engine/fleet.py)."""
+    """`[fleet]`: whether Redis answers, and every instance heard from (engine/fleet/)."""
     unreachable = fleet.get("redis") == "unreachable"
     head = Text(str(fleet.get("status", "fleet")), style="bold red" if unreachable else "bold")
     head.append(f" · this instance: {fleet.get('name', '?')}", style="")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine.request import SKIP_OUTCOMES
+from claudex.engine.core.request import SKIP_OUTCOMES
 from soak.protocol_check import (
     Malformed,
     anthropic_events,

@@ -15,9 +15,9 @@ import httpx
 
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.world import free_port
+from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, profile_toml
 from tests.redis_server import RedisServer
-from tests.test_cli import spawn_serve, wait_until_serving
 
 # Failing over needs the retry wait for a long Retry-After skipped: the 429 cools the provider
 # down instead of holding the request.

@@ -10,8 +10,8 @@ from typing import Any
 
 import httpx
 
+from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import anthropic_body
-from tests.test_cli import spawn_serve, wait_until_serving
 
 
 class Serve:

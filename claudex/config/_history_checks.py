@@ -1,5 +1,5 @@
 """The `[history]` table's schema: the journal's file, how long and how much it keeps, and the
-switch (see claudex/engine/journal.py)."""
+switch (see claudex/engine/history/journal.py)."""
 
 from __future__ import annotations
 

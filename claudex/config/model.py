@@ -86,7 +86,7 @@ class ProxySettings:
 
 @dataclass(frozen=True)
 class HistorySettings:
-    """`[history]`: the SQLite journal of request summaries and events (claudex/engine/journal.py).
+    """`[history]`: the SQLite journal of request summaries and events (engine/history/journal.py).
     `path` None: `history.sqlite3` in the user state dir (platformdirs)."""
 
     enabled: bool = True

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from claudex.engine.breaker.trips import duration_words
 from claudex.engine.events import Event
-from claudex.engine.trips import duration_words
 from claudex.history_text import record_from_event
 from claudex.logs import REDACTOR
 

@@ -24,7 +24,7 @@ from claudex.console.http_link import HttpLink
 from claudex.console.link import DemoHooks, EngineLink
 from claudex.console.messages import ConfigRejected, ConfigReloaded
 from claudex.console.threaded_link import ThreadedLink
-from claudex.engine.journal import journal_from_settings
+from claudex.engine.history.journal import journal_from_settings
 
 __all__ = ["HostError", "engine_answers", "log_path", "run_attached", "run_console", "run_demo",
            "run_hosted", "watch_config"]

@@ -27,8 +27,8 @@ from typing import Any, Final, Literal, Protocol
 from claudex.config.model import Config
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event
-from claudex.engine.journal import Journal
-from claudex.engine.journal_query import HistoryQuery, read_history
+from claudex.engine.history.journal import Journal
+from claudex.engine.history.query import HistoryQuery, read_history
 from claudex.server.serve import register_secrets
 
 

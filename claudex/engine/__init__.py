@@ -1,4 +1,14 @@
-"""Pure logic and asyncio: breaker, backoff, classify, credentials, failover, health, events.
+"""The engine: pure logic and asyncio, no server, console or Textual.
 
-The engine never imports the server, the console or Textual.
+    engine.py       the Engine: owns the providers' runtimes, serves requests, status snapshot
+    core/           the forwarding core: one request along its chain (policy, classify, failover,
+                    retries, exchange, streams, claudex's own limits, the transport)
+    addons/         features on the request lifecycle: statistics, latency windows, the request
+                    report, signature memory (each an addon the core calls at its hooks)
+    breaker/        the circuit breaker: its state machine as a table, the runtime object, trips
+    credentials/    upstream credentials: token sources, OAuth refresh, the wire form of a token
+    fleet/          instances sharing facts through Redis
+    history/        the SQLite journal: writing, querying, seeding counters at start
+    health.py       background probes
+    clock.py, events.py, secrets.py   the clock seam, the event bus, the one secret scrubber
 """

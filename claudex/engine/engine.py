@@ -18,24 +18,24 @@ import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
-from claudex.engine.breaker import BreakerState, CircuitBreaker, Transition
+from claudex.engine.addons.request_report import RequestReports
+from claudex.engine.addons.signatures import SignatureMemory
+from claudex.engine.addons.stats import GlobalStats
+from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
+from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
-from claudex.engine.credentials import Credentials
+from claudex.engine.core.failover import Forwarder
+from claudex.engine.core.request import ForwardResult, ProxyRequest
+from claudex.engine.core.runtime import ProviderRuntime
+from claudex.engine.core.transport import AiohttpTransport, Transport
+from claudex.engine.core.usage import TokenTotals, Usage, usage_in_body
+from claudex.engine.credentials.cache import Credentials
 from claudex.engine.events import Event, EventBus
-from claudex.engine.failover import Forwarder
-from claudex.engine.fleet import Fleet, InstanceEventBus, instance_name
+from claudex.engine.fleet.coordinator import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
-from claudex.engine.journal import Journal
-from claudex.engine.journal_seed import apply_seed, local_midnight, read_seed
-from claudex.engine.request import ForwardResult, ProxyRequest
-from claudex.engine.request_report import RequestReports
-from claudex.engine.runtime import ProviderRuntime
+from claudex.engine.history.journal import Journal
+from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.secrets import SCRUBBER, config_secrets
-from claudex.engine.signatures import SignatureMemory
-from claudex.engine.stats import GlobalStats
-from claudex.engine.transport import AiohttpTransport, Transport
-from claudex.engine.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
-from claudex.engine.usage import TokenTotals, Usage, usage_in_body
 
 log = logging.getLogger("claudex.engine")
 
@@ -80,7 +80,7 @@ class Engine:
         self.started_at = wall()
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(follow_redirects=False)
-        # `[fleet]` (engine/fleet.py): None unless a redis_url is set, and then only a listener
+        # `[fleet]` (engine/fleet/): None unless a redis_url is set, and then only a listener
         # beside the breakers; applies from start, not on reload.
         self.fleet: Fleet | None = None
         if config.fleet.enabled:
@@ -91,12 +91,12 @@ class Engine:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
-        # A finished request's counting and telling (engine/request_report.py).
+        # A finished request's counting and telling (engine/addons/request_report.py).
         self.reports = RequestReports(self.events, self.tokens, lambda: self.runtimes, wall)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
-        # Reading the journal into the panels' counters at start (engine/journal_seed.py).
+        # Reading the journal into the panels' counters at start (engine/history/seed.py).
         self.seeding: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
 
@@ -240,7 +240,7 @@ class Engine:
 
     def _restore_trips(self, trips: list[SavedTrip]) -> None:
         """Trips in force when the last engine on this journal stopped hold again (history on),
-        and in a fleet are offered to it dated when they were made (engine/fleet.py
+        and in a fleet are offered to it dated when they were made (engine/fleet/coordinator.py
         `restored`). Runs before the journal's writer starts: the restored trips are journaled
         anew."""
         now, now_wall = self.clock(), self.wall()
@@ -353,7 +353,7 @@ class Engine:
 
 
 def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -> dict[str, Any]:
-    """`stats.latency`, `stats.minutes` and the rates over them (engine/latency.py)."""
+    """`stats.latency`, `stats.minutes` and the rates over them (engine/addons/latency.py)."""
     status["stats"].update(rt.stats.window_json(now_wall))
     return status
 

@@ -10,12 +10,12 @@ hung probe ends as a failure and the round completes. An exception that is no tr
 (a bug, in claudex or a library) is recorded as that profile's probe error in plain words and
 logged once, by type and place only: an exception's message may hold a token.
 
-In a fleet (engine/fleet.py) the rounds are shared: before probing a provider an instance takes
+In a fleet (engine/fleet/) the rounds are shared: before probing a provider an instance takes
 the fleet's health lease on it (a Redis key with a TTL a bit over the interval, renewed by its
 holder each round), so one instance probes each provider per interval; the result is published
 and every other instance applies it as if it had probed (`ProbeResult`, `apply`) — except a
 failure on auth (401/403), which is about the prober's own login: peers keep that one out and
-probe that provider themselves (engine/fleet_health.py). Without Redis, every instance probes on
+probe that provider themselves (engine/fleet/health.py). Without Redis, every instance probes on
 its own. A probe asked for by hand (`check_all()`) ignores the lease.
 """
 
@@ -32,13 +32,13 @@ from typing import Any, Literal, Protocol
 import httpx
 
 from claudex.config.model import Config
-from claudex.engine.addressing import upstream_headers
-from claudex.engine.breaker import BreakerState
-from claudex.engine.classify import Outcome, classify_status, map_transport_error
+from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.clock import Clock, Sleep, WallClock
-from claudex.engine.credentials import CredentialError
+from claudex.engine.core.addressing import upstream_headers
+from claudex.engine.core.classify import Outcome, classify_status, map_transport_error
+from claudex.engine.core.runtime import ProviderRuntime
+from claudex.engine.credentials.cache import CredentialError
 from claudex.engine.events import Event, EventBus
-from claudex.engine.runtime import ProviderRuntime
 from claudex.providers import anthropic, openai
 
 log = logging.getLogger("claudex.health")
@@ -90,7 +90,7 @@ class ProbeResult:
 
 
 class HealthFleet(Protocol):
-    """What the checker needs of a fleet (engine/fleet.py's `Fleet`)."""
+    """What the checker needs of a fleet (engine/fleet/coordinator.py's `Fleet`)."""
 
     async def health_lease(self, provider: str, lease_s: float) -> bool: ...
 
@@ -162,7 +162,7 @@ class HealthChecker:
 
     def from_peer(self, provider: str, data: dict[str, Any]) -> None:
         """Another instance's probe of `provider`: applied as if this one had probed (the fleet
-        has already kept out a peer's auth failure, engine/fleet_health.py)."""
+        has already kept out a peer's auth failure, engine/fleet/health.py)."""
         rt = self.core.runtimes.get(provider)
         if rt is None or not should_probe(rt):
             return

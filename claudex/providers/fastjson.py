@@ -8,7 +8,7 @@ reading of JSON is kept, so no body claudex accepted before is refused or altere
   `json`, and `dumps` writes such a string escaped again, as the client wrote it.
 - An integer beyond 64 bits (`2**70`) is parsed by orjson as a float, silently losing digits.
   `lossy` finds the floats that may have been such integers, so a body that must be re-encoded
-  is parsed again exactly first (`claudex.engine.exchange`); orjson cannot encode such an
+  is parsed again exactly first (`claudex.engine.core.exchange`); orjson cannot encode such an
   integer either, and `dumps` hands it to `json`.
 - A number too large for a double (`1e400`) and NaN or Infinity, which `json` turns into
   values no provider accepts: the caller decides (the proxy refuses them with a 400).

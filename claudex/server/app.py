@@ -17,9 +17,9 @@ from starlette.routing import Route
 
 from claudex.config.model import MAX_BODY_BYTES, Config, ConfigError
 from claudex.config.watch import ConfigWatcher
+from claudex.engine.breaker.trips import DurationError, trip_terms
 from claudex.engine.engine import Engine
-from claudex.engine.journal_query import HistoryQueryError, parse_query, read_history
-from claudex.engine.trips import DurationError, trip_terms
+from claudex.engine.history.query import HistoryQueryError, parse_query, read_history
 from claudex.server import metrics
 from claudex.server.event_stream import EventStreams
 from claudex.server.proxy_asgi import ProxyRoutes
@@ -105,7 +105,7 @@ def create_app(
         if name not in engine.runtimes:
             return JSONResponse({"error": f"no profile named {name!r}"}, status_code=404)
         if action == "trip":
-            # An optional JSON body: {"for": "20m" | seconds, "reason": "..."} (engine/trips.py).
+            # An optional JSON body: {"for": "20m" | seconds, "reason": "..."} (breaker/trips.py).
             body = await request.body()
             try:
                 if len(body) > _TRIP_BODY_MAX:

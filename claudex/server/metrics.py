@@ -15,9 +15,9 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector
 
-from claudex.engine.breaker import BreakerState
+from claudex.engine.addons.latency import BucketCounts
+from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.engine import Engine
-from claudex.engine.latency import BucketCounts
 
 _STATES = [s.value for s in BreakerState]
 _COLORS = ("green", "yellow", "red")
@@ -54,7 +54,7 @@ class EngineCollector(Collector):
         dropped = CounterMetricFamily(
             "claudex_translation_dropped",
             "Requests served with a field or content kind left out", labels=["provider", "field"])
-        # claudex's own limits at each provider (engine/gate.py).
+        # claudex's own limits at each provider (engine/core/gate.py).
         in_flight = GaugeMetricFamily("claudex_provider_in_flight",
                                       "Requests holding a slot at the provider",
                                       labels=["provider"])
@@ -107,7 +107,7 @@ class EngineCollector(Collector):
 
 
 def _histograms(engine: Engine) -> Iterator[Metric]:
-    """What requests felt (engine/latency.py), observed since this process started."""
+    """What requests felt (engine/addons/latency.py), observed since this process started."""
     first = HistogramMetricFamily(
         "claudex_first_content_seconds",
         "Time to the first content of streamed answers, at the provider that served them",

@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 
 from claudex.config.model import MAX_BODY_BYTES, Protocol
+from claudex.engine.core.request import Endpoint, ForwardResult, ProxyRequest
 from claudex.engine.engine import Engine
-from claudex.engine.request import Endpoint, ForwardResult, ProxyRequest
 from claudex.providers import anthropic, fastjson, openai, validation
 from claudex.providers.usage_chunks import WithoutUsage, asked_for_usage
 

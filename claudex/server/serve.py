@@ -14,7 +14,7 @@ from claudex.config.model import Config, ConfigError
 from claudex.config.permissions import config_permission_warning
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
-from claudex.engine.journal import journal_from_settings
+from claudex.engine.history.journal import journal_from_settings
 from claudex.engine.secrets import config_secrets
 from claudex.logs import REDACTOR
 from claudex.server.app import create_app

@@ -34,7 +34,7 @@ class HeaderBar(Horizontal):
         config = escape(short_path(snapshot.get("config_path")))
         mode = " [reverse $claudex-yellow] READ-ONLY [/]" if self.read_only else ""
         extra = f"  [dim]{escape(self.extra)}[/]" if self.extra else ""
-        fleet = snapshot.get("fleet")  # engine/fleet.py: only when [fleet] is set
+        fleet = snapshot.get("fleet")  # engine/fleet/coordinator.py: only when [fleet] is set
         if isinstance(fleet, Mapping) and fleet.get("redis") == "unreachable":
             extra += "  [reverse $claudex-red] fleet: redis unreachable [/]"
         # Attached, the proxy's address is said only where it is not the engine's own.

@@ -27,7 +27,7 @@ from claudex.console.format import (
     token_words,
 )
 from claudex.console.messages import ProfileSelected
-from claudex.engine.latency import latency_words
+from claudex.engine.addons.latency import latency_words
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 

@@ -29,7 +29,7 @@ from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.enabling import ask_to_toggle
 from claudex.console.screens.help import HelpLine, HelpScreen
 from claudex.console.screens.trip_dialog import TripScreen
-from claudex.engine.trips import duration_words
+from claudex.engine.breaker.trips import duration_words
 
 MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete", "toggle_enabled"})
 TABLE_ONLY: Final = frozenset({"cycle_sort"})

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from claudex.console.format import TimeText, local_time_text, safe
-from claudex.engine.request import SKIP_OUTCOMES
+from claudex.engine.core.request import SKIP_OUTCOMES
 from claudex.history_text import (
     ATTEMPT_COLUMNS,
     ATTEMPT_LEGEND,

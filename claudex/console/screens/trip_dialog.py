@@ -1,9 +1,9 @@
 """The trip dialog: for how long (blank = until reset) and why, then trip.
 
 A `ConfirmScreen` with two fields: enter in either field (or the Trip button) trips, escape (or
-Cancel) changes nothing. A duration that does not parse (engine/trips.py, the parser the admin API
-and `claudex trip --for` use) is said under the fields, and the dialog stays. The answer is read
-from `asked` once the dialog is dismissed with True.
+Cancel) changes nothing. A duration that does not parse (engine/breaker/trips.py, the
+parser the admin API and `claudex trip --for` use) is said under the fields, and the dialog
+stays. The answer is read from `asked` once the dialog is dismissed with True.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from textual.markup import escape
 from textual.widgets import Button, Input, Static
 
 from claudex.console.screens.confirm import ConfirmScreen
-from claudex.engine.trips import REASON_MAX, DurationError, clean_reason, parse_duration
+from claudex.engine.breaker.trips import REASON_MAX, DurationError, clean_reason, parse_duration
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ its signature means something to Anthropic only), so claudex keeps them itself: 
 items of an answer are remembered under the call ids of the function calls they led to, and when
 a later request to the SAME provider carries one of those calls in its history, the items go back
 in front of it. The encrypted content is bound to the provider that made it; another provider
-never gets it (the memory is per provider, `claudex.engine.reasoning_memory`).
+never gets it (the memory is per provider, `claudex.engine.addons.reasoning_memory`).
 
 Pure functions; the memory lives in the engine.
 """

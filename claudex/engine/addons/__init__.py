@@ -1,0 +1,1 @@
+"""Features on the request lifecycle, each an addon with hook methods the core calls."""

@@ -1,0 +1,116 @@
+"""The responses the engine hands back: success tagging, pass-through, the all-failed error.
+
+Upstream error bodies may quote the credential they were sent ("invalid x-api-key sk-...");
+every error body and message is scrubbed of secrets before it reaches the client, the status or
+an event. Successful bodies are never scanned: that is the hot path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+
+from claudex.engine.core.explain import all_failed_sentence
+from claudex.engine.core.ledger import Trail
+from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest
+from claudex.engine.credentials.cache import AuthHeaders
+from claudex.engine.secrets import SCRUBBER
+from claudex.providers import anthropic, openai
+
+# Upstream response headers worth passing to the client; everything else (hop-by-hop, length,
+# encoding, cookies) is the proxy's business. Matched on the raw header bytes: decoding every
+# upstream header into a case-insensitive dict costs more than the few we keep.
+_PASS_HEADERS = frozenset(
+    {b"content-type", b"request-id", b"x-request-id", b"openai-processing-ms"}
+)
+_PASS_PREFIXES = (b"anthropic-ratelimit-", b"x-ratelimit-")
+
+
+def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
+                   translating: bool = False) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in upstream:
+        lower = key.lower()
+        if lower in _PASS_HEADERS or (not translating and lower.startswith(_PASS_PREFIXES)):
+            out[lower.decode("latin-1")] = value.decode("latin-1")
+    return out
+
+
+def _client_credentials(req: ProxyRequest) -> list[str]:
+    """What a passthrough request forwarded as its own credential."""
+    found = []
+    key = req.headers.get("x-api-key")
+    if key:
+        found.append(key.strip())
+    scheme, _, credential = req.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and credential.strip():
+        found.append(credential.strip())
+    return found
+
+
+def scrub_error_body(payload: bytes, auth: AuthHeaders | None, req: ProxyRequest) -> bytes:
+    """An upstream's error body without any secret in it: the token this request was sent with
+    is registered (so later messages are scrubbed of it too), a passthrough client's own
+    credential is masked without being kept."""
+    if auth is not None:
+        SCRUBBER.note(auth.token)
+        return SCRUBBER.data(payload)
+    return SCRUBBER.data(payload, _client_credentials(req))
+
+
+def tag(result: ForwardResult) -> ForwardResult:
+    if result.provider:
+        result.headers["x-claudex-provider"] = result.provider
+    if result.attempts:
+        result.headers["x-claudex-attempts"] = ",".join(a.token() for a in result.attempts)
+    return result
+
+
+# An upstream's own words for a refused key ("invalid x-api-key") make Claude Code tell its user
+# "Not logged in · Please run /login", although it is a claudex profile's key that is wrong: the
+# client hears claudex's sentence; the upstream's words stay in the log, status and events.
+_CREDENTIAL_OUTCOMES = frozenset({"auth_error", "needs_login", "token_expired"})
+
+
+def _client_message(attempt: Attempt) -> str:
+    if attempt.outcome in _CREDENTIAL_OUTCOMES:
+        status = f" ({attempt.status})" if attempt.status is not None else ""
+        return (f"the provider refused the credentials of claudex profile "
+                f"{attempt.provider!r}{status}")
+    return SCRUBBER.text(attempt.message) if attempt.message else attempt.message
+
+
+def error_result(req: ProxyRequest, status: int, message: str, attempts: list[Attempt],
+                 retry_after: float | None = None) -> ForwardResult:
+    listed = [a.to_json() for a in attempts]
+    for entry, attempt in zip(listed, attempts, strict=True):
+        entry["message"] = _client_message(attempt)
+    message = SCRUBBER.text(message)
+    if req.protocol == "anthropic":
+        body = anthropic.error_body(status, message, attempts=listed)
+    else:
+        body = openai.error_body(
+            status, message, code="claudex_all_providers_failed" if attempts else None,
+            attempts=listed)
+    headers = {"content-type": "application/json"}
+    if retry_after is not None:
+        headers["retry-after"] = str(max(1, math.ceil(retry_after)))
+    return tag(ForwardResult(status, headers, None, attempts, body=body))
+
+
+def all_failed(req: ProxyRequest, trail: Trail,
+               narrowed: Mapping[str, int] | None = None) -> tuple[ForwardResult, str]:
+    """429 with Retry-After when every relevant attempt was rate limited (or found no slot at
+    claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency limits in force."""
+    relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS]
+    rate_limited = bool(relevant) and all(
+        f.attempt.outcome in ("rate_limited", "cooling_down", "queue_full") for f in relevant
+    )
+    # Scrubbed here too: the sentence is also logged and published as an escalation.
+    sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,
+                                                 failover=req.failover, narrowed=narrowed))
+    if rate_limited:
+        waits = [f.retry_after for f in relevant if f.retry_after is not None]
+        retry_after = min(waits) if waits else 1.0
+        return error_result(req, 429, sentence, trail.attempts, retry_after), sentence
+    return error_result(req, 502, sentence, trail.attempts), sentence

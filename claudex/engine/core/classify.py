@@ -1,0 +1,167 @@
+"""Map every upstream outcome onto claudex's outcome kinds — the only place that inspects
+status codes or transport exceptions.
+
+The tree of outcomes (DESIGN.md, failure table)::
+
+    Outcome
+    ├── OK                 2xx
+    ├── CLIENT_ERROR       400 404 409 413 422 and other 4xx: the client's request;
+    │                      returned unchanged
+    ├── TOKEN_LIMIT        a 400 stating the provider's max_tokens range: retry once at that
+    │                      cap (remembered), then fail over; not a breaker failure
+    ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over;
+    │                      not a breaker failure
+    ├── AUTH_ERROR         401/403 (api-key profile): fail over; breaker failure; status "auth"
+    ├── TOKEN_EXPIRED      401 on an oauth profile: refresh the token and retry once
+    ├── SERVER_ERROR       5xx and 529: fail over; breaker failure
+    ├── CONNECT_ERROR      refused, DNS, connect timeout: fail over at once; breaker failure
+    ├── TIMEOUT            no first byte within read_timeout; a stream with no headers or
+    │                      first event within stream_first_byte_timeout, or no content
+    │                      within stream_commit_timeout (`StreamStalled`): fail over;
+    │                      breaker failure
+    ├── DISCONNECTED       upstream closed the connection before answering: fail over;
+    │                      breaker failure
+    └── STREAM_ERROR       stream failed (error event, cut); before commit fail over,
+                           after commit passed to the client as an SSE error;
+                           breaker failure either way
+
+`map_transport_error()` turns aiohttp and httpx exceptions into these kinds at one place. What
+each kind then does (retry, fail over, breaker and health effects) is one table:
+`engine/core/policy.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+import aiohttp
+import httpx
+
+from claudex.providers.limits import stated_max_tokens
+
+if TYPE_CHECKING:
+    from claudex.engine.core.policy import Disposition
+
+
+class Outcome(StrEnum):
+    OK = "ok"
+    CLIENT_ERROR = "client_error"
+    RATE_LIMITED = "rate_limited"
+    AUTH_ERROR = "auth_error"
+    TOKEN_EXPIRED = "token_expired"
+    SERVER_ERROR = "server_error"
+    CONNECT_ERROR = "connect_error"
+    TIMEOUT = "timeout"
+    DISCONNECTED = "disconnected"
+    STREAM_ERROR = "stream_error"
+    TOKEN_LIMIT = "max_tokens_limit"
+
+
+class StreamStalled(TimeoutError):
+    """One of claudex's own stream deadlines passed (not the socket's read timeout); `words`
+    say which, for the attempt list."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__(words)
+        self.words = words
+
+
+def classify_status(status: int, *, oauth: bool = False) -> Outcome:
+    """Classify an upstream HTTP status. `oauth` marks profiles whose tokens can be refreshed."""
+    if 200 <= status < 300:
+        return Outcome.OK
+    if status == 429:
+        return Outcome.RATE_LIMITED
+    if status == 401:
+        return Outcome.TOKEN_EXPIRED if oauth else Outcome.AUTH_ERROR
+    if status == 403:
+        return Outcome.AUTH_ERROR
+    if status >= 500:  # 500 502 503 504 529 and any other server-side failure
+        return Outcome.SERVER_ERROR
+    if 400 <= status < 500:
+        return Outcome.CLIENT_ERROR
+    # 1xx/3xx: a proxy should never see these from an API; treat as a broken upstream.
+    return Outcome.SERVER_ERROR
+
+
+def stated_token_limit(outcome: Outcome, status: int, message: str) -> int | None:
+    """For a client error whose message states the provider's max_tokens range: the largest
+    value it accepts (`Outcome.TOKEN_LIMIT`); None for every other answer."""
+    if outcome is not Outcome.CLIENT_ERROR or status != 400:
+        return None
+    return stated_max_tokens(message)
+
+
+def map_transport_error(exc: BaseException) -> tuple[Outcome, str]:
+    """Turn a transport exception (aiohttp on the data plane, httpx on the control plane) into
+    an outcome and a short plain description without secrets."""
+    if isinstance(exc, StreamStalled):
+        return Outcome.TIMEOUT, exc.words
+    # aiohttp
+    if isinstance(exc, aiohttp.ServerTimeoutError | asyncio.TimeoutError | TimeoutError):
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return Outcome.CONNECT_ERROR, "connect timeout"
+        return Outcome.TIMEOUT, "no response in time"
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        reason = _connector_reason(exc)
+        return Outcome.CONNECT_ERROR, reason
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return Outcome.DISCONNECTED, "server closed the connection"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return Outcome.STREAM_ERROR, "connection lost mid-response"
+    if isinstance(exc, aiohttp.ClientError):
+        return Outcome.DISCONNECTED, type(exc).__name__
+    # httpx
+    if isinstance(exc, httpx.ConnectTimeout):
+        return Outcome.CONNECT_ERROR, "connect timeout"
+    if isinstance(exc, httpx.TimeoutException):
+        return Outcome.TIMEOUT, "no response in time"
+    if isinstance(exc, httpx.ConnectError):
+        return Outcome.CONNECT_ERROR, "connection refused"
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return Outcome.DISCONNECTED, "server closed the connection"
+    if isinstance(exc, httpx.TransportError):
+        return Outcome.DISCONNECTED, type(exc).__name__
+    if isinstance(exc, ConnectionError | OSError):
+        return Outcome.CONNECT_ERROR, exc.strerror or type(exc).__name__
+    return Outcome.DISCONNECTED, type(exc).__name__
+
+
+def _connector_reason(exc: aiohttp.ClientConnectorError) -> str:
+    os_error = exc.os_error
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "DNS lookup failed"
+    if isinstance(os_error, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(os_error, TimeoutError):
+        return "connect timeout"
+    return (os_error.strerror if os_error and os_error.strerror else None) or "cannot connect"
+
+
+def describe(outcome: Outcome, status: int | None = None) -> str:
+    """Words for an outcome, as shown in attempt lists and panels."""
+    words = {
+        Outcome.OK: "ok",
+        Outcome.CLIENT_ERROR: "rejected the request",
+        Outcome.RATE_LIMITED: "rate limited",
+        Outcome.AUTH_ERROR: "auth failed",
+        Outcome.TOKEN_EXPIRED: "token expired",
+        Outcome.SERVER_ERROR: "server error",
+        Outcome.CONNECT_ERROR: "cannot connect",
+        Outcome.TIMEOUT: "timed out",
+        Outcome.DISCONNECTED: "disconnected",
+        Outcome.STREAM_ERROR: "stream failed",
+        Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
+    }[outcome]
+    return f"{words} ({status})" if status is not None else words
+
+
+def __getattr__(name: str) -> dict[Outcome, Disposition]:
+    # `DISPOSITIONS` moved into the failure policy (engine/core/policy.py, `POLICY`); this derived
+    # view stays for callers not yet moved (imported late: policy imports this module).
+    if name == "DISPOSITIONS":
+        from claudex.engine.core.policy import dispositions
+        return dispositions()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,344 @@
+"""Walk a profile's failover chain for one request (DESIGN.md, failure table and commit rule).
+
+For each chain member: skip it if it cannot serve (recording why), otherwise try it. Each try
+ends in an outcome (classify.py maps statuses and transport errors); what follows — trying the
+same provider again, moving on, answering the client, the breaker and health effects — is that
+outcome's row of the failure policy (policy.py), executed here without a decision of its own
+(the retries themselves are carried out by retries.py). Streams are handed to
+`streaming.open_stream`, which commits to a provider only at its first content event.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+
+from claudex.config.model import Profile
+from claudex.engine.breaker.circuit import BreakerState
+from claudex.engine.core.answers import (
+    all_failed,
+    error_result,
+    passed_headers,
+    scrub_error_body,
+    tag,
+)
+from claudex.engine.core.classify import (
+    Outcome,
+    classify_status,
+    map_transport_error,
+    stated_token_limit,
+)
+from claudex.engine.core.exchange import Exchange
+from claudex.engine.core.gate import GatedResponse
+from claudex.engine.core.ledger import Ledger, Trail
+from claudex.engine.core.policy import POLICY, BreakerEffect, Local, Rule
+from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
+from claudex.engine.core.retries import Retries
+from claudex.engine.core.runtime import ProviderRuntime
+from claudex.engine.core.stalls import StreamDeadlines, within
+from claudex.engine.core.streaming import open_stream
+from claudex.engine.core.tries import EngineCore, Seen, Tries
+from claudex.engine.credentials.cache import AuthHeaders, CredentialError
+from claudex.engine.secrets import SCRUBBER
+from claudex.providers import anthropic, openai, responses
+from claudex.providers.translate import estimate_input_tokens
+from claudex.providers.validation import InvalidRequest
+from claudex.providers.validation import error_body as request_error_body
+
+log = logging.getLogger("claudex.engine")
+
+
+def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
+    if rt is None:
+        return "no such profile"
+    if reason == "breaker_open":
+        retry = rt.breaker.snapshot().retry_in_s
+        return f"breaker open (retry in {retry:.0f}s)" if retry else "breaker open"
+    if reason == "forced_open":  # "tripped by operator: maintenance (12m left)"
+        return rt.trip_text()
+    return {
+        "half_open_busy": "breaker half-open; its trial request is in flight",
+        "cooling_down": f"rate limited; cooling down {max(0.0, rt.cooldown_until - now):.0f}s",
+        "disabled": "profile disabled",
+        "misconfigured": rt.profile.problem or "misconfigured",
+        "round_cap": "round cap reached",
+    }.get(reason, reason)
+
+
+def _base36(n: int) -> str:
+    digits = ""
+    while True:
+        n, d = divmod(n, 36)
+        digits = "0123456789abcdefghijklmnopqrstuvwxyz"[d] + digits
+        if n == 0:
+            return digits
+
+
+def _queue_full(rt: ProviderRuntime) -> str:
+    limit = rt.gate.limit.limit
+    held = (f"{limit} at once, adaptive" if limit is not None
+            else f"max_connections = {rt.gate.max_connections}")
+    return (f"waited {rt.profile.queue_timeout:g} s (queue_timeout) for a slot "
+            f"({held})")
+
+
+class Forwarder:
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+        self._retries = Retries(core).by_kind  # how each kind of policy.Retry is carried out
+        # Request ids: this engine's start time and a counter, both base 36 (`mfy3k2-1c`).
+        self._id_base = _base36(int(core.wall()))
+        self._ids = itertools.count(1)
+
+    # -- chain -------------------------------------------------------------------------------
+
+    def chain(self, req: ProxyRequest) -> tuple[Profile | None, list[str]]:
+        config = self.core.config
+        addressed = config.profile(req.profile) if req.profile else config.default_profile
+        if addressed is None:
+            return None, []
+        names = [addressed.name]
+        if req.failover:
+            names += [n for n in addressed.backup_providers if n not in names]
+        return addressed, names
+
+    def _skip_reason(self, rt: ProviderRuntime | None, now: float) -> str | None:
+        if rt is None:
+            return "unknown_profile"
+        if not rt.profile.enabled:
+            return "disabled"
+        if rt.profile.problem is not None:
+            return "misconfigured"
+        if rt.cooling_down(now):
+            return "cooling_down"
+        state = rt.breaker.state
+        if state is BreakerState.FORCED_OPEN:
+            return "forced_open"
+        if state is BreakerState.OPEN:
+            return "breaker_open"
+        return None
+
+    # -- entry point ---------------------------------------------------------------------------
+
+    async def forward(self, req: ProxyRequest) -> ForwardResult:
+        """Serve `req` along its chain; the answer names the request (`x-claudex-request-id`,
+        also in its request event)."""
+        req.request_id = f"{self._id_base}-{_base36(next(self._ids))}"
+        result = await self._forward(req)
+        result.headers["x-claudex-request-id"] = req.request_id
+        return result
+
+    async def _forward(self, req: ProxyRequest) -> ForwardResult:
+        core = self.core
+        addressed, names = self.chain(req)
+        if addressed is None:
+            name = req.profile or "(default)"
+            return error_result(req, 404, f"No profile named {name!r} is configured.", [])
+        now = core.clock()
+        core.totals.requests += 1
+        core.totals.meter.hit(now)
+        # Round cap: never try more providers than were eligible when the request started.
+        cap = 1 if len(names) == 1 else sum(
+            1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
+        trail = Trail()
+        tried = 0
+        for name in names:
+            rt = core.runtimes.get(name)
+            now = core.clock()
+            reason = self._skip_reason(rt, now)
+            if reason is None and tried >= cap:
+                reason = "round_cap"
+            permit = None
+            if reason is None and rt is not None:
+                permit = rt.breaker.try_acquire()
+                if permit is None:
+                    half_open = rt.breaker.state is BreakerState.HALF_OPEN
+                    reason = "half_open_busy" if half_open else "breaker_open"
+            if rt is None or permit is None:
+                reason = reason or "unknown_profile"
+                cooling = rt is not None and reason == "cooling_down"
+                trail.skip(Attempt(name, reason, message=_skip_message(rt, reason, now)),
+                           max(0.0, rt.cooldown_until - now) if rt and cooling else None)
+                continue
+            tried += 1
+            ledger = Ledger(rt, permit, trail, core.clock, core.wall)
+            exchange = Exchange(req, rt.profile, addressed=name == addressed.name,
+                                aliases=core.config.model_aliases)
+            exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
+            exchange.signatures = core.signatures
+            try:
+                result = await self._serve(ledger, exchange)
+            finally:
+                ledger.release()  # a no-op once settled; covers cancellation mid-attempt
+            if result is not None:
+                if result.provider is not None:
+                    result.notes = exchange.portable_notes
+                    if exchange.dropped:
+                        result.dropped = exchange.dropped
+                        rt.stats.count_dropped(exchange.dropped)
+                served = [a for a in trail.attempts if not a.skipped]
+                if len({a.provider for a in served}) > 1 or trail.attempts[0].provider != name:
+                    core.totals.failovers += 1
+                return result
+        narrowed = {n: limit for n in names if (rt := core.runtimes.get(n)) is not None
+                    and (limit := rt.gate.limit.limit) is not None and rt.gate.limit.reason}
+        result, sentence = all_failed(req, trail, narrowed)
+        core.totals.all_failed += 1
+        core.escalate(sentence)
+        return result
+
+    # -- one provider --------------------------------------------------------------------------
+
+    async def _serve(self, ledger: Ledger, exchange: Exchange) -> ForwardResult | None:
+        """Serve the request from one provider, or return None (after recording why) to fail
+        over. Each try ends in an outcome whose row of the failure policy (engine/core/policy.py)
+        says what follows; this loop only executes it. Every path settles the ledger's permit
+        exactly once."""
+        req, profile = exchange.req, ledger.rt.profile
+        if req.endpoint == "count_tokens" and profile.protocol != "anthropic":
+            ledger.release()
+            return self._local_token_estimate(req, profile.name, ledger.trail.attempts)
+        tries = Tries(exchange.url())
+        while True:
+            seen = await self._try(ledger, exchange, tries)
+            rule = POLICY[seen.key]
+            ledger.saw(rule, seen.attempt.status)
+            step = await self._retries[rule.retry](ledger, exchange, seen, tries)
+            if step.again:
+                ledger.note(seen.attempt)
+                if step.wait is not None:
+                    await self.core.sleep(step.wait)
+                continue
+            if step.instead is not None:  # the retry could not happen: another row decides
+                ledger.note(seen.attempt)
+                seen, rule = step.instead, POLICY[step.instead.key]
+            return self._conclude(rule, ledger, exchange, seen, step.retry_after)
+
+    def _conclude(self, rule: Rule, ledger: Ledger, exchange: Exchange, seen: Seen,
+                  retry_after: float | None) -> ForwardResult | None:
+        if rule.breaker is BreakerEffect.SUCCESS:
+            if not ledger.streaming:  # a committed stream succeeds when it ends
+                ledger.succeed(seen.attempt.status or 200)
+        else:
+            ledger.conclude(rule, seen.attempt, retry_after, seen.problem)
+        if rule.failover:
+            return None
+        return tag(seen.result or self._passed_on(ledger, exchange, seen))
+
+    async def _try(self, ledger: Ledger, exchange: Exchange, tries: Tries) -> Seen:
+        """Send the request once and say what came of it (an outcome, never a decision)."""
+        core, rt, req = self.core, ledger.rt, exchange.req
+        profile = rt.profile
+        ledger.not_sending()
+        if tries.body is None:
+            try:
+                tries.body = exchange.body()
+            except InvalidRequest as exc:  # the client's request is malformed: 400, no provider
+                log.warning("%s: refused a %s %s request while translating it for %s (400, "
+                            "not sent): %s", profile.name, req.protocol, req.endpoint,
+                            exchange.upstream, exc)
+                return Seen(Local.INVALID_REQUEST, ledger.attempt(
+                    Local.INVALID_REQUEST, None, str(exc)[:200]), result=ForwardResult(
+                    400, {"content-type": "application/json"}, None, ledger.trail.attempts,
+                    body=request_error_body(req.protocol, exc.problem)))
+            except Exception as exc:  # a claudex bug, not the provider's fault
+                return Seen(Local.TRANSLATION_ERROR, ledger.attempt(
+                    Local.TRANSLATION_ERROR, None, str(exc)[:200]))
+        try:
+            auth = await rt.credentials.auth_headers()
+        except CredentialError as exc:
+            return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None, str(exc)),
+                         problem=exc.reason)
+        if rt.health.credentials_problem is not None:
+            rt.health.credentials_problem = None
+        # claudex's own queue (engine/core/gate.py): waiting here is never the provider's fault.
+        if not await rt.gate.acquire(profile.queue_timeout):
+            return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
+                                                          _queue_full(rt)))
+        started = core.clock()
+        alone = rt.gate.in_flight == 1  # a 429 then is a quota, not too much concurrency
+        rt.stats.requests += 1
+        if tries.rate_limited == 0:
+            rt.budget.request(started)
+        ledger.sending(exchange, started)
+        deadlines = StreamDeadlines.start(profile) if req.stream else None
+        try:
+            sending = core.transport.send(
+                profile.name, "POST", tries.url, exchange.headers(auth),
+                tries.body, connect_timeout=profile.connect_timeout,
+                # A stream has deadlines of its own (engine/core/stalls.py): before the commit,
+                # `within`; after it, the relay's idle watch. No socket read timer.
+                read_timeout=profile.read_timeout if deadlines is None else None,
+            )
+            resp = GatedResponse(await (sending if deadlines is None
+                                        else within(deadlines.headers(), sending)), rt.gate)
+        except BaseException as exc:
+            rt.gate.release()
+            if not isinstance(exc, Exception):
+                raise
+            outcome, words = map_transport_error(exc)  # mapped at one place
+            return Seen(outcome, ledger.attempt(outcome, None, words))
+        ledger.headers_arrived()
+        status = resp.status
+        oauth = profile.auth_type == "oauth" or profile.token_command is not None
+        outcome = classify_status(status, oauth=oauth)
+        if outcome is Outcome.OK:
+            return await self._answer(ledger, exchange, resp, deadlines, auth)
+        # Every non-2xx answer is small: read it whole for the message and pass-through.
+        try:
+            payload = await resp.read()
+        except Exception:
+            payload = b""
+        payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
+        message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
+                   else responses.error_message(payload) if profile.protocol == "responses"
+                   else openai.error_message(payload))
+        limit = stated_token_limit(outcome, status, message)
+        if limit is not None and req.endpoint != "count_tokens":
+            outcome = Outcome.TOKEN_LIMIT
+        return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
+                     payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
+
+    async def _answer(self, ledger: Ledger, exchange: Exchange, resp: GatedResponse,
+                      deadlines: StreamDeadlines | None, auth: AuthHeaders | None) -> Seen:
+        """A 2xx: the stream up to its commit, or the whole answer; or why it failed."""
+        rt, status = ledger.rt, resp.status
+        if deadlines is not None:
+            streamed = await open_stream(ledger, exchange, resp, deadlines)
+            if isinstance(streamed, ForwardResult):
+                return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=streamed)
+            if auth is not None:
+                SCRUBBER.note(auth.token)  # its failure message may quote the token
+            outcome, words = streamed
+            return Seen(outcome, ledger.attempt(outcome, status, words))
+        try:
+            payload = exchange.answer(await resp.read())
+        except Exception as exc:
+            mapped, words = map_transport_error(exc)
+            if isinstance(exc, ValueError | RecursionError):  # not JSON we can use
+                mapped, words = Outcome.SERVER_ERROR, "unreadable answer"
+            return Seen(mapped, ledger.attempt(mapped, status, words))
+        headers = passed_headers(resp.raw_headers, translating=exchange.translating)
+        headers["content-type"] = "application/json"
+        return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=ForwardResult(
+            status, headers, rt.name, ledger.trail.attempts, body=payload))
+
+    def _passed_on(self, ledger: Ledger, exchange: Exchange, seen: Seen) -> ForwardResult:
+        """The provider's refusal of the client's own request, for the client unchanged."""
+        assert seen.resp is not None and seen.attempt.status is not None
+        status, payload = exchange.error_answer(seen.attempt.status, seen.payload)
+        headers = passed_headers(seen.resp.raw_headers, translating=exchange.translating)
+        headers["content-type"] = "application/json"
+        return ForwardResult(status, headers, ledger.rt.name, ledger.trail.attempts,
+                             body=payload)
+
+    def _local_token_estimate(self, req: ProxyRequest, provider: str,
+                              attempts: list[Attempt]) -> ForwardResult:
+        # An OpenAI-compatible provider has no token-counting endpoint: estimate locally
+        # instead of failing Claude Code's preflight call.
+        estimate = max(1, estimate_input_tokens(req.body))
+        attempts.append(Attempt(provider, "ok", 200, "local estimate"))
+        body = json.dumps({"input_tokens": estimate}).encode()
+        return tag(ForwardResult(200, {"content-type": "application/json"}, provider, attempts,
+                                 body=body))

@@ -1,0 +1,216 @@
+"""Bookkeeping for one provider attempt: the breaker permit, statistics, the attempt trail and
+what each attempt shows in the request detail (timings, model sent, cap, breaker state met).
+
+Every permit is handed back exactly once — as a success, a failure or a neutral release, as the
+failure policy's row for the outcome says (engine/core/policy.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from claudex.engine.breaker.circuit import Permit
+from claudex.engine.clock import Clock, WallClock
+from claudex.engine.core.policy import AFTER_COMMIT, BreakerEffect, HealthEffect, Rule
+from claudex.engine.core.request import Attempt
+from claudex.engine.core.runtime import ProviderRuntime
+
+if TYPE_CHECKING:
+    from claudex.engine.core.exchange import Exchange
+
+_CAPPED_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
+@dataclass
+class Failure:
+    """Why one provider could not serve; `retry_after` is set for rate limits."""
+
+    attempt: Attempt
+    retry_after: float | None = None
+
+
+@dataclass
+class Trail:
+    """Everything one request tried, in order."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def skip(self, attempt: Attempt, retry_after: float | None = None) -> None:
+        self.attempts.append(attempt)
+        self.failures.append(Failure(attempt, retry_after))
+
+
+def cap_applied(exchange: Exchange) -> int | None:
+    """The max_tokens cap when it lowered what the client asked for, else None."""
+    cap = exchange.max_tokens_cap
+    if cap is None or exchange.req.endpoint == "count_tokens":
+        return None
+    body = exchange.req.body
+    asked = [v for k in _CAPPED_KEYS if isinstance(v := body.get(k), int)]
+    return cap if asked and max(asked) > cap else None
+
+
+class Ledger:
+    """Owns one permit of one provider for the duration of a request's attempts there."""
+
+    def __init__(self, rt: ProviderRuntime, permit: Permit, trail: Trail, clock: Clock,
+                 wall: WallClock) -> None:
+        self.rt = rt
+        self.permit = permit
+        self.trail = trail
+        self.clock = clock
+        self.wall = wall
+        self.settled = False
+        self.streaming = False  # a committed stream owns the permit until it ends
+        # The request detail of the try in progress (`sending` starts one).
+        self.breaker_met = "half_open" if permit.probe else "closed"
+        self._sent_at: float | None = None
+        self._headers_ms: float | None = None
+        self._content_ms: float | None = None
+        self._model: str | None = None
+        self._cap: int | None = None
+        self._dropped: tuple[str, ...] = ()
+        self._committed: int | None = None  # the committed stream's place in the trail
+
+    def ms_since(self, started: float) -> float:
+        return round((self.clock() - started) * 1000.0, 3)
+
+    # -- the request detail of one try -------------------------------------------------------
+
+    def sending(self, exchange: Exchange, started: float) -> None:
+        """A try at this provider starts now: what it sends, for its attempt."""
+        self._sent_at = started
+        self._headers_ms = self._content_ms = None
+        self._model = exchange.model
+        self._cap = cap_applied(exchange)
+        self._dropped = exchange.dropped
+
+    def headers_arrived(self) -> None:
+        if self._sent_at is not None:
+            self._headers_ms = self.ms_since(self._sent_at)
+
+    def content_arrived(self) -> None:
+        if self._sent_at is not None:
+            self._content_ms = self.ms_since(self._sent_at)
+
+    def attempt(self, outcome: str, status: int | None = None, message: str = "") -> Attempt:
+        """The attempt of the try in progress; without one (nothing sent yet), a bare one."""
+        name, outcome = self.rt.name, str(outcome)  # an Outcome / Local member: its word
+        if self._sent_at is None:
+            return Attempt(name, outcome, status, message)
+        return Attempt(name, outcome, status, message, self.ms_since(self._sent_at),
+                       headers_ms=self._headers_ms, first_content_ms=self._content_ms,
+                       model=self._model, max_tokens=self._cap, breaker=self.breaker_met,
+                       dropped=self._dropped)
+
+    def not_sending(self) -> None:
+        """The try in progress ended before anything was sent (claudex's queue, credentials)."""
+        self._sent_at = None
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def note(self, attempt: Attempt) -> None:
+        """An attempt that leads to another try at the same provider (429 wait, 401 refresh)."""
+        self.trail.attempts.append(attempt)
+
+    def saw(self, rule: Rule, status: int | None) -> None:
+        """An answer came back: counted where its row says."""
+        if rule.counter is not None:
+            stats = self.rt.stats
+            setattr(stats, rule.counter, getattr(stats, rule.counter) + 1)
+            stats.last_status = status
+
+    def succeed(self, status: int, *, record_attempt: bool = True) -> None:
+        """The OK row: a breaker success, timed from the try's start (`sending`)."""
+        rt = self.rt
+        assert self._sent_at is not None, "succeed() without a try in progress"
+        latency = self.ms_since(self._sent_at)
+        self._settle()
+        rt.breaker.record_success(self.permit)
+        if rt.gate.limit.on_success(self.clock()):
+            rt.gate.wake()  # the adaptive limit grew back by one
+        rt.stats.successes += 1
+        rt.stats.last_status = status
+        rt.stats.record(latency)
+        rt.health.auth_failing = False  # the OK row's health effect (HEALTHY)
+        rt.credentials.mark_ok()
+        if record_attempt:
+            self.trail.attempts.append(self.attempt("ok", status))
+
+    def conclude(self, rule: Rule, attempt: Attempt, retry_after: float | None = None,
+                 problem: str | None = None) -> None:
+        """This provider's part of the request ends as `rule` says: the attempt on the trail
+        (as a failure when the request moves on), the permit handed back with the row's
+        breaker effect, and the row's health effect."""
+        if rule.failover:
+            self.trail.skip(attempt, retry_after)
+        else:
+            self.trail.attempts.append(attempt)
+        if rule.breaker is BreakerEffect.FAILURE:
+            self.rt.stats.last_status = attempt.status
+        self._end(rule, f"{attempt.outcome}: {attempt.message}".strip(": "))
+        health = self.rt.health
+        if rule.health is HealthEffect.CREDENTIALS:
+            # Shown red as "misconfigured" even when no health probe runs to find it.
+            health.credentials_problem = problem or attempt.message
+            self.rt.stats.last_error = attempt.message
+
+    def broke_mid_stream(self, message: str) -> None:
+        """A committed stream failed: nothing to fail over to, but it counts — and its attempt
+        on the trail says so (the journal, the request detail and the per-minute errors read
+        it), instead of the "ok" it joined with at the commit."""
+        if self._committed is not None:
+            done = self.trail.attempts[self._committed]
+            self.trail.attempts[self._committed] = dataclasses.replace(
+                done, outcome="stream_error", message=message)
+        self._end(AFTER_COMMIT, message)
+
+    def _end(self, rule: Rule, error: str) -> None:
+        """The permit goes back with the row's breaker effect; the row's health effect."""
+        rt = self.rt
+        if rule.breaker is BreakerEffect.FAILURE:
+            self._settle()
+            rt.breaker.record_failure(self.permit)
+            rt.stats.failures += 1
+            rt.stats.last_error = error
+            rt.stats.last_error_at = self.wall()
+        else:
+            self.release()
+        if rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING):
+            rt.health.live_failure_since_probe = True
+        if rule.health is HealthEffect.AUTH_FAILING:
+            rt.health.auth_failing = True
+
+    def committed(self) -> None:
+        """The stream's first content arrived: its attempt joins the trail as served."""
+        self.content_arrived()
+        self._committed = len(self.trail.attempts)
+        self.trail.attempts.append(self.attempt("ok", 200))
+
+    def stream_ended(self) -> None:
+        """The committed stream ended (or the client left): its attempt's duration is the
+        whole stream's."""
+        if self._committed is not None and self._sent_at is not None:
+            done = self.trail.attempts[self._committed]
+            self.trail.attempts[self._committed] = dataclasses.replace(
+                done, latency_ms=self.ms_since(self._sent_at))
+            self._committed = None
+
+    def hand_to_stream(self) -> None:
+        self.streaming = True
+
+    def release(self, *, by_stream: bool = False) -> None:
+        """A neutral end: the client's own error, a rate limit, or the client went away.
+        While a committed stream owns the permit only the stream may release it."""
+        if self.streaming and not by_stream:
+            return
+        if not self.settled:
+            self._settle()
+            self.rt.breaker.release(self.permit)
+
+    def _settle(self) -> None:
+        assert not self.settled, "a breaker permit was handed back twice"
+        self.settled = True

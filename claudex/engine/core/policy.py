@@ -1,0 +1,152 @@
+"""The failure policy (DESIGN.md, failure table) as data: what claudex does with each outcome
+of an attempt at one provider.
+
+Everything that decides what an outcome does lives in `POLICY` below: one row per outcome —
+upstream outcomes (`classify.Outcome`, found by `classify.py`, the only place that reads status
+codes and transport errors) and claudex's own (`Local`: its queue, the credentials, the
+translation, a refused token refresh). A row says:
+
+``retry``
+    whether the same provider is tried again, and how: ``BACKOFF`` waits as `[retry]` and the
+    provider's `retry-after-ms` / `Retry-After` say, up to `max_attempts`, and not at all when
+    the wait is over `max_retry_after` or the retry budget is spent (the provider then cools
+    down when it was a quota or claudex's only request there); ``AFTER_REFRESH`` once, after
+    refreshing the OAuth token (a refresh that cannot happen becomes ``Local.NEEDS_LOGIN``);
+    ``AT_CAP`` once, at the max_tokens the provider stated (remembered for the profile).
+``failover``
+    when not retried (or the retries are spent): True moves on along the chain; False hands the
+    answer to the client (the served answer, or the provider's refusal of the client's own
+    request, unchanged).
+``breaker``
+    ``SUCCESS``, ``FAILURE`` (counts toward opening it) or ``RELEASE`` (neutral: the permit goes
+    back, nothing is counted).
+``health``
+    what the provider's health shows: ``LIVE_FAILURE`` (a failure in live traffic since the
+    last probe: yellow), ``AUTH_FAILING`` (that, and the status says "auth" / "needs login":
+    red), ``CREDENTIALS`` (claudex could not read the secret: red, "misconfigured"),
+    ``HEALTHY`` (auth failing cleared) or ``NONE``.
+``token``
+    the outcome word the attempt carries (`x-claudex-attempts`, the request log, status).
+``counter``
+    the provider statistic the answer counts in, besides `failures` / `successes`, which follow
+    the breaker effect.
+
+After a stream has committed (its first content reached the client) nothing is retried and
+nothing fails over, whatever went wrong: that is `AFTER_COMMIT` (a breaker failure, passed to
+the client as an SSE `error` event).
+
+The forwarding loop (`failover.py`) classifies, looks the row up, and executes it; it makes no
+decision of its own, and `ledger.py` applies the breaker and health effects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Literal
+
+from claudex.engine.core.classify import Outcome
+
+
+class Local(StrEnum):
+    """Outcomes claudex decides itself, before or instead of an upstream answer."""
+
+    INVALID_REQUEST = "invalid_request"      # translation found the client's request malformed
+    TRANSLATION_ERROR = "translation_error"  # a claudex bug building the body: not sent
+    CREDENTIALS = "credentials"              # the profile's secret cannot be read
+    QUEUE_FULL = "queue_full"                # no slot at the provider within queue_timeout
+    NEEDS_LOGIN = "needs_login"              # a rejected OAuth token that cannot be refreshed
+
+
+class Retry(StrEnum):
+    NO = "no"
+    BACKOFF = "backoff"
+    AFTER_REFRESH = "after_refresh"
+    AT_CAP = "at_cap"
+
+
+class BreakerEffect(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    RELEASE = "release"
+
+
+class HealthEffect(StrEnum):
+    NONE = "none"
+    HEALTHY = "healthy"
+    LIVE_FAILURE = "live_failure"
+    AUTH_FAILING = "auth_failing"
+    CREDENTIALS = "credentials"
+
+
+Counter = Literal["rate_limited", "client_errors"]
+Key = Outcome | Local
+
+
+@dataclass(frozen=True)
+class Rule:
+    retry: Retry
+    failover: bool
+    breaker: BreakerEffect
+    health: HealthEffect
+    token: str
+    counter: Counter | None = None
+
+
+_R, _B, _H = Retry, BreakerEffect, HealthEffect
+
+
+def _row(key: Key, retry: Retry, failover: bool, breaker: BreakerEffect, health: HealthEffect,
+         counter: Counter | None = None) -> tuple[Key, Rule]:
+    return key, Rule(retry, failover, breaker, health, key.value, counter)
+
+
+POLICY: dict[Key, Rule] = dict((
+    #     outcome                  retry same         fail over  breaker     health
+    _row(Outcome.OK,               _R.NO,             False,     _B.SUCCESS, _H.HEALTHY),
+    _row(Outcome.CLIENT_ERROR,     _R.NO,             False,     _B.RELEASE, _H.NONE,
+         "client_errors"),
+    _row(Outcome.TOKEN_LIMIT,      _R.AT_CAP,         True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.RATE_LIMITED,     _R.BACKOFF,        True,      _B.RELEASE, _H.NONE,
+         "rate_limited"),
+    _row(Outcome.AUTH_ERROR,       _R.NO,             True,      _B.FAILURE, _H.AUTH_FAILING),
+    _row(Outcome.TOKEN_EXPIRED,    _R.AFTER_REFRESH,  True,      _B.FAILURE, _H.AUTH_FAILING),
+    _row(Outcome.SERVER_ERROR,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.CONNECT_ERROR,    _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.TIMEOUT,          _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.DISCONNECTED,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.STREAM_ERROR,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Local.INVALID_REQUEST,    _R.NO,             False,     _B.RELEASE, _H.NONE),
+    _row(Local.TRANSLATION_ERROR,  _R.NO,             True,      _B.RELEASE, _H.NONE),
+    _row(Local.CREDENTIALS,        _R.NO,             True,      _B.RELEASE, _H.CREDENTIALS),
+    _row(Local.QUEUE_FULL,         _R.NO,             True,      _B.RELEASE, _H.NONE),
+    _row(Local.NEEDS_LOGIN,        _R.NO,             True,      _B.FAILURE, _H.AUTH_FAILING),
+))
+
+AFTER_COMMIT = Rule(Retry.NO, False, BreakerEffect.FAILURE, HealthEffect.LIVE_FAILURE,
+                    Outcome.STREAM_ERROR.value)
+"""Any failure of a stream after its commit: nothing can be retried or failed over."""
+
+
+
+def breaker_failure(outcome: str) -> bool:
+    """Whether an attempt's outcome word counted against its provider's breaker; a word no
+    row knows (an older journal's) counts as a failure of the provider."""
+    for kind in (Outcome, Local):
+        if outcome in kind.__members__.values():
+            return POLICY[kind(outcome)].breaker is BreakerEffect.FAILURE
+    return True
+
+
+@dataclass(frozen=True)
+class Disposition:
+    """The older, three-column view of a row (`classify.DISPOSITIONS`): use `POLICY`."""
+
+    retry_same: bool
+    failover: bool
+    breaker_failure: bool
+
+
+def dispositions() -> dict[Outcome, Disposition]:
+    return {o: Disposition(POLICY[o].retry is not Retry.NO, POLICY[o].failover,
+                           POLICY[o].breaker is BreakerEffect.FAILURE) for o in Outcome}

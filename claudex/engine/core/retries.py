@@ -1,0 +1,136 @@
+"""How the failure policy's retries (engine/core/policy.py `Retry`) are carried out at one provider:
+each takes what a try came to and says whether to try again (`tries.Step`), and does the
+bookkeeping that belongs to it — the adaptive limit and the cooldown for a 429, the token
+refresh for a 401, the learned max_tokens cap for a stated limit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from claudex.engine.core import backoff
+from claudex.engine.core.exchange import Exchange
+from claudex.engine.core.ledger import Ledger
+from claudex.engine.core.policy import Local, Retry
+from claudex.engine.core.runtime import ProviderRuntime
+from claudex.engine.core.tries import EngineCore, RetryHandler, Seen, Step, Tries
+from claudex.engine.events import Event
+
+log = logging.getLogger("claudex.engine")
+
+
+class Retries:
+    def __init__(self, core: EngineCore) -> None:
+        self.core = core
+        self.by_kind: dict[Retry, RetryHandler] = {
+            Retry.NO: self.no_retry, Retry.BACKOFF: self.backoff,
+            Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap}
+        self._timers: set[int] = set()  # limits (by id) with a decrease waiting to be said
+
+    async def no_retry(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                        tries: Tries) -> Step:
+        return Step()
+
+    async def backoff(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                       tries: Tries) -> Step:
+        """A 429: wait and try again as `[retry]` and the provider's headers say, or not."""
+        core, rt = self.core, ledger.rt
+        retry = rt.profile.retry
+        tries.rate_limited += 1
+        now = core.clock()
+        self.narrow(rt, now, seen.sent_at)
+        headers = seen.resp.headers if seen.resp is not None else {}
+        cool = backoff.cooldown_seconds(headers, retry, core.wall())
+        decision = backoff.rate_limit_decision(tries.rate_limited, headers, retry, core.wall(),
+                                               core.rand)
+        # Reduce concurrency before pausing the provider (proxy-resilience seed): the whole
+        # provider cools down only for a quota (a wait too long to honour) or when it refused
+        # a request that was claudex's only one there.
+        quota = decision.wait is None and cool > retry.max_retry_after
+        if quota or seen.alone:
+            rt.cooldown_until = max(rt.cooldown_until, now + cool)
+        # The retry budget guards a provider claudex does not limit yet; once the adaptive
+        # limit holds, retries wait for a slot and cannot amplify the burst.
+        if decision.wait is not None and rt.gate.limit.limit is None \
+                and not rt.budget.try_retry(now):
+            decision = backoff.RateLimitDecision(
+                None, f"retry budget spent ({rt.profile.retry_budget:.0%} of recent requests)")
+        if decision.wait is not None:
+            return Step(again=True, wait=decision.wait)
+        if rt.cooling_down(now):
+            core.events.publish(Event(
+                "cooldown", f"{rt.name}: rate limited, skipped for {cool:.0f}s "
+                f"({decision.reason})", rt.name, {"seconds": cool}))
+        return Step(retry_after=max(cool, 0.0))
+
+    async def after_refresh(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                             tries: Tries) -> Step:
+        """A 401 on a token claudex can refresh: once, after refreshing it."""
+        if tries.refreshed or seen.auth is None:
+            return Step()
+        tries.refreshed = True
+        if await ledger.rt.credentials.refresh_after_401(seen.auth):
+            return Step(again=True)
+        return Step(instead=Seen(Local.NEEDS_LOGIN, ledger.attempt(
+            Local.NEEDS_LOGIN, seen.attempt.status, "token rejected and refresh impossible")))
+
+    async def at_cap(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                      tries: Tries) -> Step:
+        """A 400 stating the provider's max_tokens range: once more, at that cap."""
+        limit = seen.limit
+        if limit is None or tries.capped or limit == exchange.max_tokens_cap:
+            return Step()  # already at the stated limit and still refused: a backup may try
+        tries.capped = True
+        self.learn_token_limit(ledger.rt, exchange, limit)
+        tries.body = None  # built again, at the cap
+        return Step(again=True)
+
+
+    def narrow(self, rt: ProviderRuntime, now: float, sent_at: float) -> None:
+        """A 429: let the adaptive limit see it; when it drops, say so once the round settles."""
+        # This request's slot is already back: count it as still in flight at the burst.
+        if rt.gate.limit.on_rate_limited(now, rt.gate.in_flight + 1, sent_at):
+            self.say_limit(rt)
+
+    def say_limit(self, rt: ProviderRuntime, *, due: bool = False) -> None:
+        """One event and one log line per round of decreases, naming the limit as it is when
+        they are said (what status shows then): `settle_s` after the round's first decrease,
+        by a timer on the loop (with no loop, as in a test driving this by hand, the next
+        call says it); `due`: that timer."""
+        limit = rt.gate.limit
+        now = self.core.clock()
+        snap = limit.announcement(now, due=due)
+        if snap is not None:
+            words = f"{rt.name}: reducing concurrency to {snap.limit} ({snap.reason})"
+            self.core.events.publish(Event("limit", words, rt.name,
+                                           {"concurrency": snap.limit, "reason": snap.reason}))
+            log.info("%s", words)
+            return
+        wait = limit.announce_in(now)
+        if wait is None or id(limit) in self._timers:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._timers.add(id(limit))
+
+        def fire() -> None:
+            self._timers.discard(id(limit))
+            if self.core.runtimes.get(rt.name) is rt:  # (not replaced by a reload meanwhile)
+                self.say_limit(rt, due=True)
+
+        loop.call_later(wait, fire)
+
+    def learn_token_limit(self, rt: ProviderRuntime, exchange: Exchange, limit: int) -> None:
+        """Remember the limit the provider stated, so the next request is capped before it is
+        sent; one event and one log line, only when the limit is new."""
+        if rt.token_limits.get(exchange.model or "") != limit:
+            rt.learn_token_limit(exchange.model, limit)
+            self.core.events.publish(Event(
+                "limit", f"{rt.name}: max_tokens capped at {limit} for "
+                f"{exchange.model or 'its model'} (the provider's stated limit)", rt.name,
+                {"model": exchange.model, "max_tokens": limit}))
+            log.info("%s: max_tokens capped at %d for %s (the provider's stated limit)",
+                     rt.name, limit, exchange.model or "its model")
+        exchange.max_tokens_cap = min(limit, exchange.max_tokens_cap or limit)

@@ -1,0 +1,189 @@
+"""What the engine keeps per provider, and the green/yellow/red rule (DESIGN.md, Health)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from claudex.config.model import Profile
+from claudex.engine.addons.stats import ProviderStats
+from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker
+from claudex.engine.breaker.trips import trip_words
+from claudex.engine.core.concurrency import AdaptiveLimit
+from claudex.engine.core.gate import ProviderGate, RetryBudget
+from claudex.engine.credentials.cache import Credentials
+
+Color = Literal["green", "yellow", "red"]
+_MAX_REMEMBERED_LIMITS = 64  # models per provider; a request cannot grow this without bound
+
+
+@dataclass
+class HealthState:
+    last_checked: float | None = None      # wall time of the last probe
+    last_ok: bool | None = None
+    latency_ms: float | None = None
+    error: str | None = None
+    probe_failures: int = 0                # consecutive failed probes
+    unsupported: bool = False              # the provider has no models endpoint (404/405)
+    auth_failing: bool = False             # last probe or request was refused with 401/403
+    live_failure_since_probe: bool = False
+    credentials_problem: str | None = None  # the last probe could not get credentials: why
+
+
+@dataclass
+class ProviderRuntime:
+    profile: Profile
+    breaker: CircuitBreaker
+    credentials: Credentials
+    stats: ProviderStats = field(default_factory=ProviderStats)
+    health: HealthState = field(default_factory=HealthState)
+    cooldown_until: float = 0.0            # monotonic; rate-limited until then
+    # Output-token limits the provider stated in a 400, per model sent (DESIGN.md failure
+    # table): later requests are capped before they are sent.
+    token_limits: dict[str, int] = field(default_factory=dict)
+    # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
+    gate: ProviderGate = field(init=False)
+    budget: RetryBudget = field(init=False)
+
+    def __post_init__(self) -> None:
+        profile = self.profile
+        self.gate = ProviderGate(profile.max_connections, AdaptiveLimit(profile.max_concurrency))
+        self.budget = RetryBudget(profile.retry_budget)
+
+    def update_limits(self, profile: Profile) -> None:
+        """A reload changed the profile: new limits apply from the next request on."""
+        limit = self.gate.limit
+        if limit.ceiling != profile.max_concurrency:
+            limit.ceiling = profile.max_concurrency
+            limit.reset()
+        self.gate.max_connections = profile.max_connections
+        self.budget.share = profile.retry_budget
+        self.gate.wake()
+
+    def max_tokens_cap(self, model: str | None) -> int | None:
+        """The profile's `max_tokens`, or the lower limit the provider stated for `model`."""
+        learned = self.token_limits.get(model or "")
+        configured = self.profile.max_tokens
+        if learned is None or (configured is not None and configured <= learned):
+            return configured
+        return learned
+
+    def learn_token_limit(self, model: str | None, limit: int) -> None:
+        if len(self.token_limits) >= _MAX_REMEMBERED_LIMITS and model not in self.token_limits:
+            self.token_limits.pop(next(iter(self.token_limits)))
+        self.token_limits[model or ""] = limit
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+    def cooling_down(self, now: float) -> bool:
+        return now < self.cooldown_until
+
+    def color(self, now: float, degraded_latency_ms: float) -> tuple[Color, str]:
+        """The panel colour and the reason in words."""
+        profile, health = self.profile, self.health
+        state = self.breaker.state
+        if profile.problem is not None:
+            return "red", f"misconfigured: {profile.problem}"
+        if not profile.enabled:
+            return "yellow", "disabled"
+        if health.credentials_problem is not None:  # found at run time (a token_command failing)
+            return "red", f"misconfigured: {health.credentials_problem}"
+        if state is BreakerState.FORCED_OPEN:
+            return "red", f"breaker {self.trip_text()}"
+        if state is BreakerState.OPEN:
+            return "red", "breaker open"
+        if self.credentials.status == "needs login":
+            return "red", "needs login"
+        if health.auth_failing:
+            return "red", "auth failing"
+        if health.probe_failures >= 2:
+            return "red", f"last {health.probe_failures} probes failed"
+        if state is BreakerState.HALF_OPEN:
+            return "yellow", "breaker half-open: trying again"
+        failures = self.breaker.snapshot().consecutive_failures
+        if failures > 0:
+            return "yellow", f"{failures} recent failure{'s' if failures != 1 else ''}"
+        if self.cooling_down(now):
+            return "yellow", f"rate limited, cooling down {self.cooldown_until - now:.0f}s"
+        limited = self.gate.limit.snapshot(now)
+        if limited.limit is not None and limited.reason is not None:
+            return "yellow", f"{limited.reason}: {limited.limit} at once"
+        if health.probe_failures == 1:
+            return "yellow", "last probe failed"
+        if (
+            health.latency_ms is not None
+            and health.last_ok
+            and health.latency_ms > degraded_latency_ms
+        ):
+            return "yellow", f"slow: {health.latency_ms:.0f} ms"
+        if health.unsupported:
+            return "green", "ok (probe unsupported)"
+        if health.last_checked is None:
+            return "green", "ok (not probed yet)"
+        return "green", "ok"
+
+    def trip_text(self) -> str:
+        """The trip in force in words: `tripped by operator: maintenance (12m left)`."""
+        snap = self.breaker.snapshot()
+        reason = snap.trip.reason if snap.trip is not None else None
+        return trip_words(reason, snap.retry_in_s)
+
+    def status_json(self, now: float, degraded_latency_ms: float,
+                    wall: float | None = None) -> dict[str, Any]:
+        """`wall`: the wall clock's reading at `now`, for a timed trip's `until` (epoch s)."""
+        snap = self.breaker.snapshot()
+        color, reason = self.color(now, degraded_latency_ms)
+        trip = snap.trip
+        until = None
+        if trip is not None and trip.until is not None and snap.retry_in_s is not None:
+            until = round((now if wall is None else wall) + snap.retry_in_s, 3)
+        return {
+            "name": self.profile.name,
+            "provider_type": self.profile.provider_type,
+            "base_url": self.profile.base_url,
+            "enabled": self.profile.enabled,
+            "problem": self.profile.problem,
+            "backup_providers": list(self.profile.backup_providers),
+            "breaker": {
+                "state": snap.state.value,
+                "consecutive_failures": snap.consecutive_failures,
+                "retry_in_s": None if snap.retry_in_s is None else round(snap.retry_in_s, 3),
+                "recovery_seconds": snap.recovery_seconds,
+                # While tripped: the operator's words and when a timed trip ends (epoch s);
+                # `retry_in_s` is then the time it has left.
+                "reason": trip.reason if trip is not None else None,
+                "until": until,
+            },
+            "health": {
+                "color": color,
+                "reason": reason,
+                "latency_ms": self.health.latency_ms,
+                "last_checked": self.health.last_checked,
+                "error": self.health.error,
+                "probe_unsupported": self.health.unsupported,
+                "auth": self.credentials.status
+                or ("failing" if self.health.auth_failing else "ok"),
+            },
+            "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
+            "max_tokens": self.profile.max_tokens,
+            "learned_max_tokens": dict(self.token_limits),
+            "concurrency": self.concurrency_json(now),
+            "stats": self.stats.to_json(),
+        }
+
+    def concurrency_json(self, now: float) -> dict[str, Any]:
+        """claudex's own limits here, for status, metrics and the console."""
+        gate, snap = self.gate, self.gate.limit.snapshot(now)
+        return {
+            "limit": snap.limit,
+            "reason": snap.reason,
+            "in_flight": gate.in_flight,
+            "queued": gate.queued,
+            "waited": gate.waited,
+            "queue_full": gate.queue_full,
+            "max_connections": gate.max_connections,
+            "recent_429": snap.recent_429,
+            "retries_refused": self.budget.refused,
+        }
