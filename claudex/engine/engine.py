@@ -18,17 +18,20 @@ import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
-from claudex.engine.addons.request_report import RequestReports
+from claudex.engine.addons.request_report import RequestEventsAddon
+from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
-from claudex.engine.addons.stats import GlobalStats
+from claudex.engine.addons.stats import GlobalStats, StatsAddon
+from claudex.engine.addons.tokens import TokensAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.core.failover import Forwarder
+from claudex.engine.core.hooks import Hooks
 from claudex.engine.core.request import ForwardResult, ProxyRequest
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.transport import AiohttpTransport, Transport
-from claudex.engine.core.usage import TokenTotals, Usage, usage_in_body
+from claudex.engine.core.usage import TokenTotals
 from claudex.engine.credentials.cache import Credentials
 from claudex.engine.events import Event, EventBus
 from claudex.engine.fleet.coordinator import Fleet, InstanceEventBus, instance_name
@@ -91,8 +94,8 @@ class Engine:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
-        # A finished request's counting and telling (engine/addons/request_report.py).
-        self.reports = RequestReports(self.events, self.tokens, lambda: self.runtimes, wall)
+        # The features on the request lifecycle (engine/core/hooks.py): `_addons` says which.
+        self.hooks = Hooks(self._addons())
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
@@ -101,6 +104,17 @@ class Engine:
         self._last_escalation: tuple[str, float] = ("", 0.0)
 
     # -- wiring --------------------------------------------------------------------------------
+
+    def _addons(self) -> list[object]:
+        """The addons every request passes, in order; each only when its config needs it, so
+        a feature that is off costs nothing (engine/core/hooks.py)."""
+        runtimes = lambda: self.runtimes  # noqa: E731 - read at each request: reloads swap it
+        return [
+            StatsAddon(self.totals, runtimes, self.wall, self.clock),
+            SeriesAddon(runtimes, self.wall),
+            TokensAddon(self.tokens),
+            RequestEventsAddon(self.events),
+        ]
 
     def _new_runtime(self, profile: Profile) -> ProviderRuntime:
         gate: Callable[[], bool] | None = None
@@ -208,29 +222,7 @@ class Engine:
     # -- the interface -------------------------------------------------------------------------
 
     async def forward(self, req: ProxyRequest) -> ForwardResult:
-        self.totals.in_flight += 1
-        started = self.clock()
-        try:
-            result = await self.forwarder.forward(req)
-        except BaseException:
-            self.totals.in_flight -= 1
-            raise
-        ms = (self.clock() - started) * 1000.0
-        if result.stream is None:
-            self.totals.in_flight -= 1
-            usage = (usage_in_body(result.body)
-                     if result.body is not None and result.status < 400 else None)
-            self.reports.finished(req, result, ms, usage)
-        else:
-            # A stream is in flight until its last chunk (or the client leaving), not until
-            # its first: quitting the console must not cut one short without asking. It is
-            # reported then too, with the tokens its last events told.
-            def done(usage: Usage | None) -> None:
-                self.totals.in_flight -= 1
-                self.reports.finished(req, result, ms, usage)
-
-            result.stream.count(done)  # it scans its own chunks: no wrapper per chunk
-        return result
+        return await self.forwarder.forward(req)
 
     async def check_health_now(self) -> None:
         await self.health.check_all()

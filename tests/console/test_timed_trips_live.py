@@ -233,10 +233,12 @@ async def test_attached_to_serve_t_trips_for_a_while_and_the_engine_half_opens_i
                 raise AssertionError("condition not reached in time")
 
             await until(lambda b: b["state"] == "closed")
-            await pilot.press("t", "2", "s", "tab", *"test", "enter")
+            # Five seconds: long enough that a busy machine cannot end the trip before the
+            # console has shown it (two were missed once under a loaded two-core run).
+            await pilot.press("t", "5", "s", "tab", *"test", "enter")
             await until(lambda b: (b["state"], b["reason"]) == ("forced_open", "test"))
             assert "tripped ·" in app.main_screen.query_one(ChainView).text
-            await until(lambda b: b["state"] == "half_open")  # by itself, two seconds on
+            await until(lambda b: b["state"] == "half_open")  # by itself, five seconds on
     finally:
         await link.close()
         if proc.returncode is None:

@@ -1,72 +1,40 @@
-"""What the engine does with a request once it is finished: count its tokens, feed the series of
-every provider it tried, and tell it (a "request" event and a debug log line).
+"""A finished request, told: the "request" event (the console's request log, the SSE stream,
+the history journal) and a debug log line, at `request_ended` (a stream's at its last chunk or
+when the client left).
 
-Kept apart from engine.py, which owns the runtimes and serves requests: this runs after the
-answer went out (a stream's at its last chunk or when the client left), the same for every
-request, and needs only the runtimes, the token totals, the event bus and the wall clock. Its
-cost is on every request's path, so the event is built only when someone subscribes to requests
-or debug logging is on; attempt messages (an upstream's words) are masked by SCRUBBER.
+Its cost is on every request's path, so the event is built only when someone subscribes to
+requests or debug logging is on; attempt messages (an upstream's words) are masked by SCRUBBER.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from claudex.engine.clock import WallClock
 from claudex.engine.core.request import ForwardResult, ProxyRequest, shown_headers
-from claudex.engine.core.runtime import ProviderRuntime
-from claudex.engine.core.usage import TokenTotals, Usage
+from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, EventBus
 from claudex.engine.secrets import SCRUBBER
+
+if TYPE_CHECKING:
+    from claudex.engine.core.hooks import Flow
 
 # The engine's logger: to whoever reads the log, the request lines come from the engine.
 log = logging.getLogger("claudex.engine")
 
 
-class RequestReports:
-    """The bookkeeping for finished requests; `runtimes` is read at each one (a reload swaps
-    the engine's dict)."""
+class RequestEventsAddon:
+    """The "request" event and the debug log line of every finished request."""
 
-    def __init__(self, events: EventBus, tokens: TokenTotals,
-                 runtimes: Callable[[], Mapping[str, ProviderRuntime]], wall: WallClock) -> None:
+    name = "events"
+
+    def __init__(self, events: EventBus) -> None:
         self._events = events
-        self._tokens = tokens
-        self._runtimes = runtimes
-        self._wall = wall
 
-    def finished(self, req: ProxyRequest, result: ForwardResult, ms: float,
-                 usage: Usage | None) -> None:
-        if usage is not None:
-            self._tokens.add(result.provider, req.profile, usage)
-        self._observe(req, result, usage)
-        if self._events.wants("request") or log.isEnabledFor(logging.DEBUG):
-            self._report_request(req, result, ms, usage)
-
-    def _observe(self, req: ProxyRequest, result: ForwardResult, usage: Usage | None) -> None:
-        """The per-minute series of every provider tried, and the latency the served answer
-        took (engine/addons/latency.py: a few array writes, no allocation that grows)."""
-        now = self._wall()
-        runtimes = self._runtimes()
-        for attempt in result.attempts:
-            rt = runtimes.get(attempt.provider)
-            if rt is not None:
-                rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
-        served = runtimes.get(result.provider) if result.provider else None
-        if served is None or not result.attempts:
-            return
-        if usage is not None:
-            served.stats.minutes.add(now, tokens=usage.input_tokens + usage.output_tokens)
-        last = result.attempts[-1]
-        if last.provider != result.provider or last.outcome != "ok" or \
-                req.endpoint == "count_tokens":
-            return
-        if req.stream:
-            if last.first_content_ms is not None:
-                served.stats.observe_first_content(now, last.first_content_ms)
-        elif last.latency_ms is not None:
-            served.stats.observe_duration(now, last.latency_ms)
+    def request_ended(self, flow: Flow) -> None:
+        if flow.result is not None and (self._events.wants("request")
+                                        or log.isEnabledFor(logging.DEBUG)):
+            self._report_request(flow.req, flow.result, flow.ms, flow.usage)
 
     def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
                         usage: Usage | None = None) -> None:

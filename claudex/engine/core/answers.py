@@ -11,8 +11,7 @@ import math
 from collections.abc import Iterable, Mapping
 
 from claudex.engine.core.explain import all_failed_sentence
-from claudex.engine.core.ledger import Trail
-from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest
+from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest, Trail
 from claudex.engine.credentials.cache import AuthHeaders
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai

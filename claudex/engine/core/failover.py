@@ -31,7 +31,8 @@ from claudex.engine.core.classify import (
 )
 from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.gate import GatedResponse
-from claudex.engine.core.ledger import Ledger, Trail
+from claudex.engine.core.hooks import Flow, addon_failed
+from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import POLICY, BreakerEffect, Local, Rule
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.retries import Retries
@@ -39,6 +40,7 @@ from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.stalls import StreamDeadlines, within
 from claudex.engine.core.streaming import open_stream
 from claudex.engine.core.tries import EngineCore, Seen, Tries
+from claudex.engine.core.usage import Usage, usage_in_body
 from claudex.engine.credentials.cache import AuthHeaders, CredentialError
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai, responses
@@ -123,25 +125,61 @@ class Forwarder:
 
     async def forward(self, req: ProxyRequest) -> ForwardResult:
         """Serve `req` along its chain; the answer names the request (`x-claudex-request-id`,
-        also in its request event)."""
+        also in its request event). The request's `Flow` goes through the lifecycle hooks
+        (engine/core/hooks.py): started here, ended when the client has the whole answer."""
+        core = self.core
         req.request_id = f"{self._id_base}-{_base36(next(self._ids))}"
-        result = await self._forward(req)
+        flow = Flow(req, core.clock(), core.wall())
+        addressed, names = self.chain(req)
+        if addressed is not None:
+            flow.addressed = addressed.name
+        hooks = core.hooks
+        for hook in hooks.request_started:
+            try:
+                hook(flow)
+            except Exception:
+                addon_failed(hook)
+        try:
+            result = await self._forward(req, flow, addressed, names)
+        except BaseException:
+            self._ended(flow)  # cancelled, or a claudex bug: the request is over all the same
+            raise
         result.headers["x-claudex-request-id"] = req.request_id
+        flow.result = result
+        flow.ms = (core.clock() - flow.started) * 1000.0
+        stream = result.stream
+        if stream is None:
+            if result.body is not None and result.status < 400:
+                flow.usage = usage_in_body(result.body)
+            self._ended(flow)
+        else:
+            # A stream ends at its last chunk (or the client leaving), not at its commit: it
+            # is reported then, with the tokens its events told (it scans its own chunks).
+            def done(usage: Usage | None) -> None:
+                flow.usage = usage
+                self._ended(flow)
+
+            stream.count(done)
         return result
 
-    async def _forward(self, req: ProxyRequest) -> ForwardResult:
+    def _ended(self, flow: Flow) -> None:
+        for hook in self.core.hooks.request_ended:
+            try:
+                hook(flow)
+            except Exception:
+                addon_failed(hook)
+
+    async def _forward(self, req: ProxyRequest, flow: Flow, addressed: Profile | None,
+                       names: list[str]) -> ForwardResult:
         core = self.core
-        addressed, names = self.chain(req)
         if addressed is None:
             name = req.profile or "(default)"
             return error_result(req, 404, f"No profile named {name!r} is configured.", [])
         now = core.clock()
-        core.totals.requests += 1
-        core.totals.meter.hit(now)
         # Round cap: never try more providers than were eligible when the request started.
         cap = 1 if len(names) == 1 else sum(
             1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
-        trail = Trail()
+        trail = flow.trail
         tried = 0
         for name in names:
             rt = core.runtimes.get(name)
@@ -158,11 +196,17 @@ class Forwarder:
             if rt is None or permit is None:
                 reason = reason or "unknown_profile"
                 cooling = rt is not None and reason == "cooling_down"
-                trail.skip(Attempt(name, reason, message=_skip_message(rt, reason, now)),
-                           max(0.0, rt.cooldown_until - now) if rt and cooling else None)
+                skipped = Attempt(name, reason, message=_skip_message(rt, reason, now))
+                trail.skip(skipped, max(0.0, rt.cooldown_until - now) if rt and cooling else None)
+                if rt is not None:
+                    for hook in core.hooks.attempt_ended:
+                        try:
+                            hook(flow, rt, skipped, None)
+                        except Exception:
+                            addon_failed(hook)
                 continue
             tried += 1
-            ledger = Ledger(rt, permit, trail, core.clock, core.wall)
+            ledger = Ledger(rt, permit, flow, core)
             exchange = Exchange(req, rt.profile, addressed=name == addressed.name,
                                 aliases=core.config.model_aliases)
             exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
@@ -176,15 +220,14 @@ class Forwarder:
                     result.notes = exchange.portable_notes
                     if exchange.dropped:
                         result.dropped = exchange.dropped
-                        rt.stats.count_dropped(exchange.dropped)
                 served = [a for a in trail.attempts if not a.skipped]
-                if len({a.provider for a in served}) > 1 or trail.attempts[0].provider != name:
-                    core.totals.failovers += 1
+                flow.failed_over = (len({a.provider for a in served}) > 1
+                                    or trail.attempts[0].provider != name)
                 return result
         narrowed = {n: limit for n in names if (rt := core.runtimes.get(n)) is not None
                     and (limit := rt.gate.limit.limit) is not None and rt.gate.limit.reason}
         result, sentence = all_failed(req, trail, narrowed)
-        core.totals.all_failed += 1
+        flow.all_failed = True
         core.escalate(sentence)
         return result
 
@@ -203,15 +246,14 @@ class Forwarder:
         while True:
             seen = await self._try(ledger, exchange, tries)
             rule = POLICY[seen.key]
-            ledger.saw(rule, seen.attempt.status)
             step = await self._retries[rule.retry](ledger, exchange, seen, tries)
             if step.again:
-                ledger.note(seen.attempt)
+                ledger.note(seen.attempt, rule)
                 if step.wait is not None:
                     await self.core.sleep(step.wait)
                 continue
             if step.instead is not None:  # the retry could not happen: another row decides
-                ledger.note(seen.attempt)
+                ledger.note(seen.attempt, rule)
                 seen, rule = step.instead, POLICY[step.instead.key]
             return self._conclude(rule, ledger, exchange, seen, step.retry_after)
 
@@ -258,7 +300,6 @@ class Forwarder:
                                                           _queue_full(rt)))
         started = core.clock()
         alone = rt.gate.in_flight == 1  # a 429 then is a quota, not too much concurrency
-        rt.stats.requests += 1
         if tries.rate_limited == 0:
             rt.budget.request(started)
         ledger.sending(exchange, started)
@@ -281,6 +322,11 @@ class Forwarder:
             return Seen(outcome, ledger.attempt(outcome, None, words))
         ledger.headers_arrived()
         status = resp.status
+        for hook in core.hooks.upstream_headers:
+            try:
+                hook(ledger.flow, rt, status, resp.raw_headers)
+            except Exception:
+                addon_failed(hook)
         oauth = profile.auth_type == "oauth" or profile.token_command is not None
         outcome = classify_status(status, oauth=oauth)
         if outcome is Outcome.OK:

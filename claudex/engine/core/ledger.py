@@ -1,5 +1,6 @@
-"""Bookkeeping for one provider attempt: the breaker permit, statistics, the attempt trail and
-what each attempt shows in the request detail (timings, model sent, cap, breaker state met).
+"""Bookkeeping for one provider attempt: the breaker permit, the attempt trail, what each attempt
+shows in the request detail (timings, model sent, cap, breaker state met), and the lifecycle
+hooks that tell the addons.
 
 Every permit is handed back exactly once — as a success, a failure or a neutral release, as the
 failure policy's row for the outcome says (engine/core/policy.py).
@@ -8,12 +9,20 @@ failure policy's row for the outcome says (engine/core/policy.py).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from claudex.engine.breaker.circuit import Permit
 from claudex.engine.clock import Clock, WallClock
-from claudex.engine.core.policy import AFTER_COMMIT, BreakerEffect, HealthEffect, Rule
+from claudex.engine.core.hooks import Flow, Hooks, addon_failed
+from claudex.engine.core.policy import (
+    AFTER_COMMIT,
+    CLIENT_GONE,
+    OK_RULE,
+    BreakerEffect,
+    HealthEffect,
+    Rule,
+    retried,
+)
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.runtime import ProviderRuntime
 
@@ -21,26 +30,6 @@ if TYPE_CHECKING:
     from claudex.engine.core.exchange import Exchange
 
 _CAPPED_KEYS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
-
-
-@dataclass
-class Failure:
-    """Why one provider could not serve; `retry_after` is set for rate limits."""
-
-    attempt: Attempt
-    retry_after: float | None = None
-
-
-@dataclass
-class Trail:
-    """Everything one request tried, in order."""
-
-    attempts: list[Attempt] = field(default_factory=list)
-    failures: list[Failure] = field(default_factory=list)
-
-    def skip(self, attempt: Attempt, retry_after: float | None = None) -> None:
-        self.attempts.append(attempt)
-        self.failures.append(Failure(attempt, retry_after))
 
 
 def cap_applied(exchange: Exchange) -> int | None:
@@ -54,15 +43,19 @@ def cap_applied(exchange: Exchange) -> int | None:
 
 
 class Ledger:
-    """Owns one permit of one provider for the duration of a request's attempts there."""
+    """Owns one permit of one provider for the duration of a request's attempts there, and
+    tells the lifecycle hooks (engine/core/hooks.py) what each attempt came to: the core keeps
+    the breaker, the health effects and claudex's own limits; statistics, the journal, traces
+    and the rest are addons reading `attempt_sent` / `attempt_ended` / `stream_committed`."""
 
-    def __init__(self, rt: ProviderRuntime, permit: Permit, trail: Trail, clock: Clock,
-                 wall: WallClock) -> None:
+    def __init__(self, rt: ProviderRuntime, permit: Permit, flow: Flow, core: LedgerCore) -> None:
         self.rt = rt
         self.permit = permit
-        self.trail = trail
-        self.clock = clock
-        self.wall = wall
+        self.flow = flow
+        self.trail = flow.trail
+        self.clock = core.clock
+        self.wall = core.wall
+        self.hooks = core.hooks
         self.settled = False
         self.streaming = False  # a committed stream owns the permit until it ends
         # The request detail of the try in progress (`sending` starts one).
@@ -78,6 +71,14 @@ class Ledger:
     def ms_since(self, started: float) -> float:
         return round((self.clock() - started) * 1000.0, 3)
 
+    def _tell(self, attempt: Attempt, rule: Rule) -> None:
+        """The `attempt_ended` hook: `attempt` at this provider is over, as `rule` says."""
+        for hook in self.hooks.attempt_ended:
+            try:
+                hook(self.flow, self.rt, attempt, rule)
+            except Exception:
+                addon_failed(hook)
+
     # -- the request detail of one try -------------------------------------------------------
 
     def sending(self, exchange: Exchange, started: float) -> None:
@@ -87,6 +88,11 @@ class Ledger:
         self._model = exchange.model
         self._cap = cap_applied(exchange)
         self._dropped = exchange.dropped
+        for hook in self.hooks.attempt_sent:
+            try:
+                hook(self.flow, self.rt, exchange)
+            except Exception:
+                addon_failed(hook)
 
     def headers_arrived(self) -> None:
         if self._sent_at is not None:
@@ -112,33 +118,29 @@ class Ledger:
 
     # -- outcomes ------------------------------------------------------------------------------
 
-    def note(self, attempt: Attempt) -> None:
+    def note(self, attempt: Attempt, rule: Rule) -> None:
         """An attempt that leads to another try at the same provider (429 wait, 401 refresh)."""
         self.trail.attempts.append(attempt)
-
-    def saw(self, rule: Rule, status: int | None) -> None:
-        """An answer came back: counted where its row says."""
-        if rule.counter is not None:
-            stats = self.rt.stats
-            setattr(stats, rule.counter, getattr(stats, rule.counter) + 1)
-            stats.last_status = status
+        self._tell(attempt, retried(rule))
 
     def succeed(self, status: int, *, record_attempt: bool = True) -> None:
-        """The OK row: a breaker success, timed from the try's start (`sending`)."""
+        """The OK row: a breaker success, timed from the try's start (`sending`); a committed
+        stream's (`record_attempt` False: its attempt joined the trail at the commit) when it
+        ends, timed to its end."""
         rt = self.rt
         assert self._sent_at is not None, "succeed() without a try in progress"
-        latency = self.ms_since(self._sent_at)
         self._settle()
         rt.breaker.record_success(self.permit)
         if rt.gate.limit.on_success(self.clock()):
             rt.gate.wake()  # the adaptive limit grew back by one
-        rt.stats.successes += 1
-        rt.stats.last_status = status
-        rt.stats.record(latency)
         rt.health.auth_failing = False  # the OK row's health effect (HEALTHY)
         rt.credentials.mark_ok()
         if record_attempt:
-            self.trail.attempts.append(self.attempt("ok", status))
+            attempt = self.attempt("ok", status)
+            self.trail.attempts.append(attempt)
+        else:
+            attempt = self._stream_attempt_ended()
+        self._tell(attempt, OK_RULE)
 
     def conclude(self, rule: Rule, attempt: Attempt, retry_after: float | None = None,
                  problem: str | None = None) -> None:
@@ -149,34 +151,30 @@ class Ledger:
             self.trail.skip(attempt, retry_after)
         else:
             self.trail.attempts.append(attempt)
-        if rule.breaker is BreakerEffect.FAILURE:
-            self.rt.stats.last_status = attempt.status
-        self._end(rule, f"{attempt.outcome}: {attempt.message}".strip(": "))
-        health = self.rt.health
+        self._end(rule)
         if rule.health is HealthEffect.CREDENTIALS:
             # Shown red as "misconfigured" even when no health probe runs to find it.
-            health.credentials_problem = problem or attempt.message
-            self.rt.stats.last_error = attempt.message
+            self.rt.health.credentials_problem = problem or attempt.message
+        self._tell(attempt, rule)
 
     def broke_mid_stream(self, message: str) -> None:
         """A committed stream failed: nothing to fail over to, but it counts — and its attempt
         on the trail says so (the journal, the request detail and the per-minute errors read
         it), instead of the "ok" it joined with at the commit."""
+        attempt = self.attempt("stream_error", 200, message)
         if self._committed is not None:
             done = self.trail.attempts[self._committed]
-            self.trail.attempts[self._committed] = dataclasses.replace(
+            attempt = self.trail.attempts[self._committed] = dataclasses.replace(
                 done, outcome="stream_error", message=message)
-        self._end(AFTER_COMMIT, message)
+        self._end(AFTER_COMMIT)
+        self._tell(attempt, AFTER_COMMIT)
 
-    def _end(self, rule: Rule, error: str) -> None:
+    def _end(self, rule: Rule) -> None:
         """The permit goes back with the row's breaker effect; the row's health effect."""
         rt = self.rt
         if rule.breaker is BreakerEffect.FAILURE:
             self._settle()
             rt.breaker.record_failure(self.permit)
-            rt.stats.failures += 1
-            rt.stats.last_error = error
-            rt.stats.last_error_at = self.wall()
         else:
             self.release()
         if rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING):
@@ -189,15 +187,30 @@ class Ledger:
         self.content_arrived()
         self._committed = len(self.trail.attempts)
         self.trail.attempts.append(self.attempt("ok", 200))
+        for hook in self.hooks.stream_committed:
+            try:
+                hook(self.flow, self.rt)
+            except Exception:
+                addon_failed(hook)
+
+    def _stream_attempt_ended(self) -> Attempt:
+        """The committed stream's attempt, its duration now the whole stream's."""
+        if self._committed is None or self._sent_at is None:
+            return self.attempt("ok", 200)
+        done = self.trail.attempts[self._committed]
+        attempt = self.trail.attempts[self._committed] = dataclasses.replace(
+            done, latency_ms=self.ms_since(self._sent_at))
+        self._committed = None
+        return attempt
 
     def stream_ended(self) -> None:
         """The committed stream ended (or the client left): its attempt's duration is the
-        whole stream's."""
+        whole stream's. A stream the client left before its end tells its attempt ended as
+        `CLIENT_GONE` (nothing counted: not the provider's doing)."""
         if self._committed is not None and self._sent_at is not None:
-            done = self.trail.attempts[self._committed]
-            self.trail.attempts[self._committed] = dataclasses.replace(
-                done, latency_ms=self.ms_since(self._sent_at))
-            self._committed = None
+            attempt = self._stream_attempt_ended()
+            if not self.settled:
+                self._tell(attempt, CLIENT_GONE)
 
     def hand_to_stream(self) -> None:
         self.streaming = True
@@ -214,3 +227,11 @@ class Ledger:
     def _settle(self) -> None:
         assert not self.settled, "a breaker permit was handed back twice"
         self.settled = True
+
+
+class LedgerCore(Protocol):
+    """What a ledger needs of the engine: its clocks and the lifecycle hooks."""
+
+    clock: Clock
+    wall: WallClock
+    hooks: Hooks

@@ -91,6 +91,9 @@ class Rule:
     health: HealthEffect
     token: str
     counter: Counter | None = None
+    # Set on the copy `retried()` gives: the attempt led to another try at the same provider,
+    # so only the row's counter applied (no breaker or health effect: the request goes on).
+    retried: bool = False
 
 
 _R, _B, _H = Retry, BreakerEffect, HealthEffect
@@ -126,6 +129,21 @@ POLICY: dict[Key, Rule] = dict((
 AFTER_COMMIT = Rule(Retry.NO, False, BreakerEffect.FAILURE, HealthEffect.LIVE_FAILURE,
                     Outcome.STREAM_ERROR.value)
 """Any failure of a stream after its commit: nothing can be retried or failed over."""
+
+OK_RULE = POLICY[Outcome.OK]
+
+_RETRIED: dict[Rule, Rule] = {
+    rule: Rule(rule.retry, rule.failover, BreakerEffect.RELEASE, HealthEffect.NONE, rule.token,
+               rule.counter, retried=True) for rule in POLICY.values()}
+
+
+def retried(rule: Rule) -> Rule:
+    """`rule` as it applied to an attempt that was tried again: its counter, nothing else."""
+    return _RETRIED[rule]
+
+CLIENT_GONE = Rule(Retry.NO, False, BreakerEffect.RELEASE, HealthEffect.NONE, "client_gone")
+"""A committed stream the client left before its end: the permit goes back, nothing is counted
+(it is not the provider's doing). Only the lifecycle hooks see this row."""
 
 
 

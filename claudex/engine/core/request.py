@@ -176,6 +176,26 @@ _NAMED_EVEN_WITH_STATUS = frozenset({"stream_error", "token_expired", "max_token
 
 
 @dataclass
+class Failure:
+    """Why one provider could not serve; `retry_after` is set for rate limits."""
+
+    attempt: Attempt
+    retry_after: float | None = None
+
+
+@dataclass
+class Trail:
+    """Everything one request tried, in order."""
+
+    attempts: list[Attempt] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+
+    def skip(self, attempt: Attempt, retry_after: float | None = None) -> None:
+        self.attempts.append(attempt)
+        self.failures.append(Failure(attempt, retry_after))
+
+
+@dataclass
 class ForwardResult:
     status: int
     headers: dict[str, str]

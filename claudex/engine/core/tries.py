@@ -11,9 +11,9 @@ from typing import Protocol
 
 from claudex.config.model import Config
 from claudex.engine.addons.signatures import SignatureMemory
-from claudex.engine.addons.stats import GlobalStats
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.core.exchange import Exchange
+from claudex.engine.core.hooks import Hooks
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import Key
 from claudex.engine.core.request import Attempt, ForwardResult
@@ -32,8 +32,8 @@ class EngineCore(Protocol):
     sleep: Sleep
     rand: Callable[[], float]
     events: EventBus
-    totals: GlobalStats
     signatures: SignatureMemory
+    hooks: Hooks
 
     def escalate(self, sentence: str) -> None: ...
 

@@ -29,6 +29,7 @@ from claudex.engine.addons.latency import (
 )
 from claudex.engine.addons.stats import ProviderStats, attempt_counts
 from claudex.engine.clock import FakeClock
+from claudex.engine.core.hooks import Flow, call_each
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.engine import Engine
@@ -174,8 +175,12 @@ api_key_env = "FAKE_KEY"
     def finish(body: dict[str, Any], attempts: list[Attempt], usage: Usage | None = None,
                endpoint: str = "messages") -> None:
         req = ProxyRequest("anthropic", endpoint, body, b"", {})  # type: ignore[arg-type]
-        result = ForwardResult(200, {}, attempts[-1].provider, attempts)
-        engine.reports.finished(req, result, 1.0, usage)
+        flow = Flow(req, 0.0, wall.now)
+        flow.addressed = "a"
+        flow.result = ForwardResult(200, {}, attempts[-1].provider, attempts)
+        flow.usage, flow.ms = usage, 1.0
+        call_each(engine.hooks.request_started, flow)  # as the core calls them
+        call_each(engine.hooks.request_ended, flow)
 
     finish(anthropic_body(stream=True), [
         Attempt("a", "server_error", 503, "down", 40.0),

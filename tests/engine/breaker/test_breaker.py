@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from claudex.config.model import BreakerSettings
+from claudex.engine.breaker import table as breaker_table
 from claudex.engine.breaker.circuit import (
     BreakerState,
     CircuitBreaker,
     Permit,
     Transition,
 )
-from claudex.engine.breaker import table as breaker_table
 from claudex.engine.clock import FakeClock
 
 LOGGER = "claudex.breaker"
