@@ -1,0 +1,51 @@
+"""The per-minute series of every provider a request tried, and the latency its served answer
+took (addons/latency.py's windows: a few array writes, no allocation that grows), at the end of
+the request: what the panels' sparklines, `stats.minutes` and `stats.latency` show."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from claudex.engine.clock import WallClock
+
+if TYPE_CHECKING:
+    from claudex.engine.core.hooks import Flow
+    from claudex.engine.core.runtime import ProviderRuntime
+
+
+class SeriesAddon:
+    name = "series"
+
+    def __init__(self, runtimes: Callable[[], Mapping[str, ProviderRuntime]],
+                 wall: WallClock) -> None:
+        self._runtimes = runtimes  # read at each request: a reload swaps the engine's dict
+        self._wall = wall
+
+    def request_ended(self, flow: Flow) -> None:
+        result = flow.result
+        if result is None:
+            return
+        now = self._wall()
+        runtimes = self._runtimes()
+        attempts = result.attempts
+        for attempt in attempts:
+            rt = runtimes.get(attempt.provider)
+            if rt is not None:
+                rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
+        served = runtimes.get(result.provider) if result.provider else None
+        if served is None or not attempts:
+            return
+        usage = flow.usage
+        if usage is not None:
+            served.stats.minutes.add(now, tokens=usage.input_tokens + usage.output_tokens)
+        last = attempts[-1]
+        req = flow.req
+        if last.provider != result.provider or last.outcome != "ok" or \
+                req.endpoint == "count_tokens":
+            return
+        if req.stream:
+            if last.first_content_ms is not None:
+                served.stats.observe_first_content(now, last.first_content_ms)
+        elif last.latency_ms is not None:
+            served.stats.observe_duration(now, last.latency_ms)
