@@ -7,8 +7,9 @@ missing (a journal written by an older claudex, an event without detail): it rea
 
 One line per request (time, request id, protocol, model, who served it, status, outcome, latency,
 the attempt trail, tokens) and per event (time, kind, sentence), merged in time order. Every text
-passes the scrubber on its way out; credential headers are shown masked (`sk-…abcd`), never more
-than the engine kept.
+passes the scrubber on its way out; headers go through the engine's header policy again
+(engine/header_policy.py: values off its allow-list masked), so a row written by an older
+claudex shows no more than a new one would.
 """
 
 from __future__ import annotations
@@ -18,12 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from claudex.engine.events import Event
+from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of
-from claudex.engine.secrets import SCRUBBER, mask_secret
+from claudex.engine.secrets import SCRUBBER
 
 NONE: Final = "—"
-CREDENTIAL_HEADERS: Final = frozenset({"authorization", "x-api-key", "cookie", "set-cookie",
-                                       "proxy-authorization", "x-goog-api-key", "api-key"})
 # The attempt table's headings, in `attempt_cells` order (short, so it fits 100 columns), and
 # what the short ones mean.
 ATTEMPT_COLUMNS: Final = ("#", "provider", "outcome", "status", "headers", "content", "total",
@@ -143,17 +143,12 @@ def attempt_reasons(a: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def header_items(r: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The client's headers as the engine kept them, credentials masked, sorted by name."""
+    """The client's headers as the header policy shows them, sorted by name."""
     headers = r.get("headers")
     if not isinstance(headers, Mapping):
         return []
-    items = []
-    for name, value in sorted(headers.items(), key=lambda item: str(item[0]).lower()):
-        text = str(value)
-        if str(name).lower() in CREDENTIAL_HEADERS and "…" not in text:
-            text = mask_secret(text)  # the engine masks these; an older one may not have
-        items.append((str(name), SCRUBBER.text(text)))
-    return items
+    shown = shown_headers({str(name): str(value) for name, value in headers.items()})
+    return sorted(shown.items(), key=lambda item: item[0].lower())
 
 
 def _aligned(rows: Sequence[Sequence[str]], indent: str = "  ") -> list[str]:

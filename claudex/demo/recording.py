@@ -5,30 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-# One masking rule everywhere: a credential a fake recorded is shown as claudex shows secrets.
+# One masking rule everywhere: what a fake recorded is shown as claudex shows a client's headers
+# (engine/header_policy.py: values off its allow-list masked, `sk-…abcd`).
+from claudex.engine.header_policy import shown_headers
 from claudex.engine.secrets import mask_secret
 
-__all__ = ["SECRET_HEADERS", "RecordedRequest", "mask_secret", "masked_headers",
-           "parse_json_body", "presented_tokens"]
-
-SECRET_HEADERS: Final = frozenset({"authorization", "x-api-key", "proxy-authorization", "cookie"})
+__all__ = ["RecordedRequest", "mask_secret", "masked_headers", "parse_json_body",
+           "presented_tokens"]
 
 
 def masked_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `headers` with credential values masked."""
-    return {
-        name: _mask_header(value) if name in SECRET_HEADERS else value
-        for name, value in headers.items()
-    }
-
-
-def _mask_header(value: str) -> str:
-    scheme, _, credential = value.partition(" ")
-    if credential:
-        return f"{scheme} {mask_secret(credential)}"
-    return mask_secret(value)
+    """A copy of `headers` as claudex shows headers: values off the allow-list masked."""
+    return dict(shown_headers(headers))
 
 
 def presented_tokens(headers: Mapping[str, str]) -> tuple[str, ...]:

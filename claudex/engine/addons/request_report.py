@@ -11,9 +11,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from claudex.engine.core.request import ForwardResult, ProxyRequest, shown_headers
+from claudex.engine.core.request import ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, EventBus
+from claudex.engine.header_policy import shown_headers
 from claudex.engine.secrets import SCRUBBER
 
 if TYPE_CHECKING:
@@ -63,7 +64,8 @@ class RequestEventsAddon:
                 "notes": list(result.notes),
                 "usage": usage.to_json() if usage is not None else None,
                 # The request detail (issue 15): which request, by which route, with which
-                # headers (credentials masked), and how soon the served stream had content.
+                # headers (engine/header_policy.py: values off its allow-list masked), and how
+                # soon the served stream had content.
                 "request_id": req.request_id,
                 "route": req.route,
                 "headers": shown_headers(req.headers),

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from claudex.config.model import Protocol
-from claudex.engine.secrets import SCRUBBER, mask_secret
 
 if TYPE_CHECKING:  # the stream's module builds results: a type only, no import cycle
     from claudex.engine.core.streaming import RelayedStream
@@ -36,80 +35,6 @@ class ProxyRequest:
     def model(self) -> str | None:
         model = self.body.get("model")
         return model if isinstance(model, str) else None
-
-
-# A client's credentials: shown masked whatever they hold (`Bearer sk-…abcd`).
-_CREDENTIAL_HEADERS = frozenset({"authorization", "x-api-key", "cookie", "proxy-authorization"})
-_SCHEMES = frozenset({"bearer", "basic", "token"})
-
-
-def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    """The client's headers as received, for the request detail: credentials masked, and any
-    other value the scrubber knows (or that looks like a key) masked too.
-
-    A client sends the same headers on request after request, and every request event keeps
-    its copy in the event backlog (2,000 of them): the same headers give the same dict object,
-    so the backlog holds one copy, not 2,000. The result is shared: never mutate it."""
-    key = tuple(headers.items())
-    return _SHOWN.get(key) or _SHOWN.put(key, _shown_headers(headers))
-
-
-def _shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    shown: dict[str, str] = {}
-    for name, value in headers.items():
-        if name.lower() in _CREDENTIAL_HEADERS:
-            scheme, space, rest = value.partition(" ")
-            shown[name] = (f"{scheme} {mask_secret(rest.strip())}"
-                           if space and scheme.lower() in _SCHEMES else mask_secret(value))
-        else:
-            shown[name] = _SCRUBBED.text(value)
-    return shown
-
-
-class _ScrubbedValues:
-    """`SCRUBBER.text` of header values, remembered: a client sends the same ones on every
-    request (this runs for each), and scrubbing costs a few regex passes per value. Forgotten
-    whenever a secret is registered, and when it holds `size` values."""
-
-    def __init__(self, size: int = 1024) -> None:
-        self._size = size
-        self._seen: dict[str, str] = {}
-        self._generation = -1
-
-    def text(self, value: str) -> str:
-        if self._generation != SCRUBBER.generation or len(self._seen) >= self._size:
-            self._seen = {}
-            self._generation = SCRUBBER.generation
-        shown = self._seen.get(value)
-        if shown is None:
-            shown = self._seen[value] = SCRUBBER.text(value)
-        return shown
-
-
-class _ShownHeaders:
-    """The last `size` distinct header sets shown, forgotten whenever a secret is registered
-    (a value shown before may have to be masked now)."""
-
-    def __init__(self, size: int = 256) -> None:
-        self._size = size
-        self._seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
-        self._generation = -1
-
-    def get(self, key: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
-        if self._generation != SCRUBBER.generation:
-            self._seen = {}
-            self._generation = SCRUBBER.generation
-        return self._seen.get(key)
-
-    def put(self, key: tuple[tuple[str, str], ...], shown: dict[str, str]) -> dict[str, str]:
-        if len(self._seen) >= self._size:
-            self._seen = {}
-        self._seen[key] = shown
-        return shown
-
-
-_SCRUBBED = _ScrubbedValues()
-_SHOWN = _ShownHeaders()
 
 
 @dataclass(frozen=True)

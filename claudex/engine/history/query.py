@@ -7,7 +7,8 @@ Reads open their own connection (WAL: readers never block the writer) and run of
 status, request id, route, attempt trail and attempts (their messages included); an event's kind,
 profile and sentence. It is one SQL `LIKE` per column (case-insensitive for ASCII), with `%`, `_`
 and the escape character itself escaped, so a search for `50%` means those three characters.
-Columns a journal written by an older claudex lacks are left out of the search.
+Columns a journal written by an older claudex lacks are left out of the search. A row's client
+headers are shown through the header policy (engine/header_policy.py) whoever wrote them.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from claudex.engine.header_policy import shown_headers
 
 OUTCOMES: Final = ("ok", "failover", "failed")
 KINDS: Final = ("requests", "events")
@@ -175,8 +178,16 @@ def _request_json(row: sqlite3.Row) -> dict[str, Any]:
     if "notes" in out:
         out["notes"] = _json(out.get("notes"), [])
     if "headers" in out:
-        out["headers"] = _json(out.get("headers"), {})
+        out["headers"] = _shown(_json(out.get("headers"), {}))
     return out
+
+
+def _shown(headers: object) -> dict[str, str]:
+    """A row's headers through the header policy again: a row written by an older claudex (or
+    by another engine sharing the file) shows no more than this one would record."""
+    if not isinstance(headers, dict):
+        return {}
+    return dict(shown_headers({str(name): str(value) for name, value in headers.items()}))
 
 
 def _json(text: object, empty: Any) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from claudex.engine.core.request import shown_headers
 from claudex.engine.events import Event
+from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import Journal, open_database
 from claudex.engine.secrets import SCRUBBER
 from tests.conftest import Proxy, anthropic_body, build_config, eventually, profile_toml
@@ -23,7 +23,8 @@ from tests.conftest import Proxy, anthropic_body, build_config, eventually, prof
 CLIENT_BEARER = "sk-client-bearer-0123456789abcdef"
 CLIENT_KEY = "sk-ant-client-key-9876543210wxyz"
 SECRET_HEADERS = {"authorization": f"Bearer {CLIENT_BEARER}", "x-api-key": CLIENT_KEY,
-                  "cookie": "session=cookie-secret-value-42", "x-trace": "trace-1"}
+                  "cookie": "session=cookie-secret-value-42", "x-trace": "trace-1",
+                  "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 
 
 async def _chain(fakes: Any, proxy_factory: Any, backup: str = "openai",
@@ -82,12 +83,14 @@ async def test_a_failed_over_request_shows_each_attempt_and_is_journaled(
     assert backup["breaker"] == "closed"
     assert backup["dropped"] == ["top_k"]
     assert data["first_content_ms"] is None  # not a stream
-    # The client's headers as received, credentials masked.
+    # The client's headers as received, credentials masked, and so is any header the
+    # allow-list does not know (engine/header_policy.py).
     shown = data["headers"]
     assert shown["authorization"] == "Bearer sk-…cdef"
     assert shown["x-api-key"] == "sk-…wxyz"
     assert shown["cookie"] == "…e-42"
-    assert shown["x-trace"] == "trace-1"
+    assert shown["x-trace"] == "…"
+    assert shown["traceparent"] == SECRET_HEADERS["traceparent"]
     _no_client_secret(json.dumps(data))
     # The journal keeps the same, and no secret anywhere in its file.
     await asyncio.to_thread(journal.flush)
@@ -163,11 +166,14 @@ def test_shown_headers_mask_credentials_and_known_secrets() -> None:
         "Proxy-Authorization": "Basic dXNlcjpwYXNzd29yZA==",
         "x-api-key": "short", "cookie": "a=b; session=0123456789abcdef",
         "x-custom": "carries registered-secret-0042 inside", "user-agent": "claude-cli/2.0",
+        "X-Stainless-Lang": "js", "anthropic-beta": "beta with registered-secret-0042",
     })
     assert shown == {
         "Authorization": "Bearer sk-…mnop", "Proxy-Authorization": "Basic …ZA==",
         "x-api-key": "…", "cookie": "…cdef",
-        "x-custom": "carries …0042 inside", "user-agent": "claude-cli/2.0",
+        "x-custom": "…side",  # not on the allow-list: masked whatever it holds
+        "user-agent": "claude-cli/2.0", "X-Stainless-Lang": "js",
+        "anthropic-beta": "beta with …0042",  # allow-listed values still pass the scrubber
     }
 
 

@@ -1,0 +1,168 @@
+"""Which header values claudex shows as they were sent, and how it masks every other one.
+
+`shown_headers` is the one place that decides it, for every place a client's headers are
+recorded or shown: the request event (and so `GET /_claudex/events`), the history journal,
+`GET /_claudex/history`, the console's request detail, `claudex history` (text and `--json`),
+the log, and the fake providers' request log. A header is kept by name always; its value is
+shown as is only when the name is on the allow-list below, and even then it passes the scrubber
+(a registered secret, or a value shaped like a key, is masked inside it). Every other value is
+masked the way credentials are (`mask_secret`: `…1111`, `sk-…abcd`), with an auth scheme kept
+(`Bearer sk-…abcd`).
+
+Why an allow-list: a list of names known to hold secrets (`authorization`, `x-api-key`, ...)
+always misses one — Azure's `api-key`, Google's `x-goog-api-key`, a gateway's
+`x-portkey-api-key` or `cf-aig-authorization`, a header a user adds (`x-my-token`). A header
+nobody thought of is masked; a useful one that is masked costs a line here, a secret that is
+shown costs a leaked key in a bug report.
+
+What is on the list, and why each is harmless and worth seeing in an incident:
+- HTTP's own description of the message (`content-type`, `content-length`, `accept`,
+  `accept-encoding`, `accept-language`, `cache-control`, `connection`, `content-encoding`,
+  `expect`, `host`, `pragma`, `te`, `transfer-encoding`, `user-agent`): which client, which
+  body, whether it asked for a stream.
+- Anthropic's protocol headers and what Claude Code sends beside them (`anthropic-version`,
+  `anthropic-beta`, `anthropic-dangerous-direct-browser-access`, `x-app`,
+  `x-claude-code-session-id`): the API version and betas decide how a request is served, the
+  session id is the conversation claudex keys its memory on (DESIGN.md "Conversations").
+- OpenAI's and Codex CLI's (`openai-beta`, `originator`, `version`, `session_id`,
+  `conversation_id`): which client build, which conversation.
+- The SDKs' telemetry, `x-stainless-*` (language, OS, runtime, package version, retry count,
+  timeout): which SDK retried, how long it was willing to wait.
+- Trace context (`traceparent`, `tracestate`, `x-request-id`): ids that join a request to the
+  client's own trace; identifiers, not credentials.
+- claudex's own request headers, `x-claudex-*` (`x-claudex-failover: off`).
+
+Left off on purpose although they hold no credential: account and organisation ids
+(`chatgpt-account-id`, `openai-organization`, `openai-project`), `baggage`, `referer`,
+`x-forwarded-*` — they say who, not what went wrong, and may carry more than they should.
+
+Upstream answers: claudex records none of an upstream's response headers. `retry-after` and
+its kin are read as numbers; `request-id`, `x-request-id` and the rate-limit headers are passed
+to the client only (engine/answers.py `passed_headers`); a malformed header line becomes the
+exception's type name (engine/classify.py). Error bodies and messages pass the scrubber
+(engine/answers.py `scrub_error_body`). Whatever comes to record response headers (traces)
+shows them through `shown_headers` too.
+
+Cost: this runs for each request event, so it is remembered. A client sends the same headers
+on request after request and every request event keeps its copy in the event backlog (2,000 of
+them): the same header set gives the same dict object, so the backlog holds one copy, not 2,000,
+and each distinct allow-listed value is scrubbed once. Both memories are forgotten when a secret
+is registered (a value shown before may have to be masked now) and when they are full.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+from claudex.engine.secrets import SCRUBBER, mask_secret
+
+SHOWN_AS_IS: Final = frozenset({
+    # HTTP's description of the message
+    "accept", "accept-encoding", "accept-language", "cache-control", "connection",
+    "content-encoding", "content-length", "content-type", "expect", "host", "pragma", "te",
+    "transfer-encoding", "user-agent",
+    # Anthropic's protocol and Claude Code
+    "anthropic-version", "anthropic-beta", "anthropic-dangerous-direct-browser-access", "x-app",
+    "x-claude-code-session-id",
+    # OpenAI's and Codex CLI's
+    "openai-beta", "originator", "version", "session_id", "conversation_id",
+    # trace context
+    "traceparent", "tracestate", "x-request-id",
+})
+SHOWN_AS_IS_PREFIXES: Final = ("x-stainless-", "x-claudex-")
+
+# Auth schemes kept in front of a masked value: `Bearer sk-…abcd` still says how it was sent.
+_SCHEMES: Final = frozenset({"bearer", "basic", "token"})
+# A value that is already a mask (a journal row shown again, a header the engine masked): at
+# most four characters either side of the ellipsis, after a scheme. Masking it again would
+# only lose its last characters.
+_MASKED: Final = re.compile(r"(?:(?:bearer|basic|token) )?[^…]{0,4}…[^…]{0,4}",
+                            re.IGNORECASE | re.DOTALL)
+
+
+def shown_as_is(name: str) -> bool:
+    """Whether a header called `name` (any case) has its value shown, scrubbed, rather than
+    masked."""
+    kept = _DECIDED.get(name)
+    if kept is None:
+        lower = name.lower()
+        kept = lower in SHOWN_AS_IS or lower.startswith(SHOWN_AS_IS_PREFIXES)
+        if len(_DECIDED) >= _DECIDED_MAX:
+            _DECIDED.clear()
+        _DECIDED[name] = kept
+    return kept
+
+
+_DECIDED: dict[str, bool] = {}
+_DECIDED_MAX: Final = 1024
+
+
+def masked_value(value: str) -> str:
+    """A header value as credentials are shown: `…cdef`, `Bearer sk-…cdef`; a value that is
+    already a mask stays as it is."""
+    if _MASKED.fullmatch(value):
+        return value
+    scheme, space, rest = value.partition(" ")
+    if space and scheme.lower() in _SCHEMES:
+        return f"{scheme} {mask_secret(rest.strip())}"
+    return mask_secret(value)
+
+
+def shown_header(name: str, value: str) -> str:
+    """What is shown of one header's value."""
+    return _SCRUBBED.text(value) if shown_as_is(name) else masked_value(value)
+
+
+def shown_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """`headers` as claudex records and shows them: every name, allow-listed values scrubbed,
+    every other value masked. Applying it again changes nothing. The result is shared with
+    every caller that passed the same headers: never mutate it."""
+    key = tuple(headers.items())
+    return _SHOWN.get(key) or _SHOWN.put(key, {name: shown_header(name, value)
+                                                for name, value in key})
+
+
+class _ScrubbedValues:
+    """`SCRUBBER.text` of header values, remembered: a client sends the same ones on every
+    request, and scrubbing costs a few regex passes per value."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._seen: dict[str, str] = {}
+        self._generation = -1
+
+    def text(self, value: str) -> str:
+        if self._generation != SCRUBBER.generation or len(self._seen) >= self._size:
+            self._seen = {}
+            self._generation = SCRUBBER.generation
+        shown = self._seen.get(value)
+        if shown is None:
+            shown = self._seen[value] = SCRUBBER.text(value)
+        return shown
+
+
+class _ShownHeaders:
+    """The last `size` distinct header sets shown."""
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._seen: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
+        self._generation = -1
+
+    def get(self, key: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
+        if self._generation != SCRUBBER.generation:
+            self._seen = {}
+            self._generation = SCRUBBER.generation
+        return self._seen.get(key)
+
+    def put(self, key: tuple[tuple[str, str], ...], shown: dict[str, str]) -> dict[str, str]:
+        if len(self._seen) >= self._size:
+            self._seen = {}
+        self._seen[key] = shown
+        return shown
+
+
+_SCRUBBED = _ScrubbedValues()
+_SHOWN = _ShownHeaders()
