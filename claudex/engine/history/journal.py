@@ -3,9 +3,16 @@
 What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
 that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
 translation dropped, tokens in/out when known, its request id, the route the client used and the
-client's headers with credentials masked; for every other event its kind, profile, sentence and
-data. Never a body or a secret (the engine's events hold none: their texts pass the scrubber
-before they are published, and headers are masked then).
+client's headers (engine/header_policy.py: every name, values off its allow-list masked); for
+every other event its kind, profile, sentence and data. Never a body or a secret (the engine's
+events hold none: their texts pass the scrubber before they are published, and headers are
+masked then).
+
+Migrations: columns a newer claudex added are added to an older file when it is opened, and
+`PRAGMA user_version` says what the rows have been through. Version 1: the client headers of
+rows written before the header policy (which masked only a list of credential names, so an
+`api-key` or `x-goog-api-key` was kept in full) are masked again by the policy, once, and the
+file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too.
 
 The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
 a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
@@ -34,6 +41,7 @@ import platformdirs
 
 from claudex.config.model import HistorySettings
 from claudex.engine.events import Event
+from claudex.engine.header_policy import shown_headers
 
 log = logging.getLogger("claudex.history")
 
@@ -64,6 +72,8 @@ _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", 
 # Columns added after the first schema: a database file from before gains them when opened.
 _ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"))
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
+# `PRAGMA user_version` once the rows' headers have been masked by the header policy.
+HEADERS_REMASKED: Final = 1
 
 
 def outcome_of(data: dict[str, Any]) -> str:
@@ -121,6 +131,49 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 if "duplicate column" not in str(exc):  # another engine added it just now
                     raise
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
+    if conn.execute("PRAGMA user_version").fetchone()[0] < HEADERS_REMASKED:
+        _remask_headers(conn)
+
+
+def _remask_headers(conn: sqlite3.Connection) -> None:
+    """Version 1: every row's client headers through the header policy, then the file rebuilt
+    (VACUUM: the pages the old values were on, and those rows retention deleted before, are not
+    reused as they are) and its WAL emptied. Masking again changes nothing, so two engines
+    opening one file at once, or a start interrupted half way, are harmless; the version is
+    set only once the file is rebuilt, and a rebuild that cannot be done now (another engine
+    busy with the file) is tried again at the next start."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = conn.execute("SELECT rowid, headers FROM requests WHERE headers IS NOT NULL")
+        changed = [(masked, rowid) for rowid, text in rows.fetchall()
+                   if (masked := _remasked(text)) != text]
+        conn.executemany("UPDATE requests SET headers = ? WHERE rowid = ?", changed)
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+    try:
+        conn.execute("VACUUM")
+        conn.execute(f"PRAGMA user_version = {HEADERS_REMASKED}")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError as exc:
+        log.warning("history: old rows' headers masked again, but the file could not be "
+                    "rebuilt now (%s); trying again at the next start", exc)
+        return
+    if changed:
+        log.info("history: masked the client headers of %d rows written by an older claudex",
+                 len(changed))
+
+
+def _remasked(text: object) -> str | None:
+    """A headers cell as the header policy writes it; one that does not parse goes."""
+    try:
+        headers = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        headers = None
+    if not isinstance(headers, dict):
+        return None
+    return json.dumps(shown_headers({str(k): str(v) for k, v in headers.items()}))
 
 
 class Journal:

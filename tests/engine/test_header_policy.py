@@ -1,0 +1,310 @@
+"""Client credentials in any header are never recorded or shown (issue 20): a real `claudex serve`
+gets a request carrying the credential headers real clients and gateways send, and a made-up
+one, each with its own random secret; none of the secrets is anywhere claudex records or shows a
+request — the journal's bytes (database and WAL), `GET /_claudex/history`, the event stream,
+`claudex history` (`--json` and `--id`), the debug log and a screenshot of the console's request
+detail — while the allow-listed headers are there as sent. A journal written before the header
+policy is masked again at the first start, so the old secrets leave the file too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import signal
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from claudex.console.app import ConsoleApp
+from claudex.console.components import RequestLog
+from claudex.console.http_link import HttpLink
+from claudex.engine.header_policy import masked_value, shown_as_is, shown_headers
+from claudex.engine.history.journal import HEADERS_REMASKED, Journal, open_database
+from claudex.engine.secrets import SCRUBBER, mask_secret
+from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
+from tests.conftest import anthropic_body, primary_backup_config
+from tests.console.test_console_request_detail import open_row, until
+
+
+def _secret(tag: str) -> str:
+    return f"{tag}-{secrets.token_hex(16)}"
+
+
+# Each credential header with a secret of its own, as the client sends it: what the issue's
+# table found kept in full, and the ones real gateways use (Azure OpenAI's `api-key`, Google's
+# `x-goog-api-key`, Portkey's `x-portkey-api-key`, Cloudflare AI Gateway's
+# `cf-aig-authorization`), and two a user might add.
+PLANTED_SECRETS = {name: _secret(name.replace("-", "")[:6]) for name in (
+    "x-api-key", "authorization", "cookie", "proxy-authorization", "api-key", "x-goog-api-key",
+    "x-portkey-api-key", "openai-api-key", "cf-aig-authorization", "x-custom-token",
+    "x-my-token")}
+_SCHEMES = {"authorization": "Bearer ", "proxy-authorization": "Basic ",
+            "cf-aig-authorization": "Bearer ", "cookie": "session="}
+PLANTED = {name: _SCHEMES.get(name, "") + secret for name, secret in PLANTED_SECRETS.items()}
+
+# Headers on the allow-list, as Claude Code sends them: shown as they are.
+KEPT = {
+    "user-agent": "claude-cli/2.0.14 (external, cli)",
+    "anthropic-version": "2023-06-01",
+    "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14",
+    "x-app": "cli",
+    "x-claude-code-session-id": "5f1c1b8e-0d5e-4c3a-9a55-6a3f4e2b1c0d",
+    "x-stainless-lang": "js",
+    "x-stainless-retry-count": "0",
+    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+}
+
+
+def _leaks(text: str) -> list[str]:
+    """The planted headers whose secret, or any 12 characters of it, `text` holds (a wrapped
+    line or a mask showing more than it should would hide the whole value)."""
+    found = []
+    for name, secret in PLANTED_SECRETS.items():
+        pieces = {secret[i:i + 12] for i in range(len(secret) - 11)}
+        if any(piece in text for piece in pieces):
+            found.append(name)
+    return found
+
+
+def assert_no_secret(where: str, text: str) -> None:
+    leaked = _leaks(text)
+    assert not leaked, f"{where} holds the secret of {', '.join(leaked)}"
+
+
+def assert_headers_shown(headers: dict[str, str]) -> None:
+    """Every planted header by name, masked as credentials are; the allow-listed ones as sent."""
+    for name, value in PLANTED.items():
+        assert headers[name] == masked_value(value), name
+    assert headers["authorization"].startswith("Bearer ")  # the scheme still says how
+    for name, value in KEPT.items():
+        assert headers[name] == value, name
+
+
+def journal_bytes(directory: Path) -> str:
+    files = [p for p in directory.iterdir() if p.name.startswith("history.sqlite3")]
+    assert any(p.name == "history.sqlite3" for p in files)
+    return "".join(p.read_bytes().decode("latin-1") for p in files)
+
+
+class Served:
+    """A `claudex serve --debug` child whose stderr (the log) is read as it comes."""
+
+    def __init__(self, config: Path, port: int) -> None:
+        self.config = config
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = bytearray()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._proc = await spawn_serve(self.config, "--debug",
+                                       stdout=asyncio.subprocess.DEVNULL)
+        self._reader = asyncio.create_task(self._drain())
+        await wait_until_serving(self.url, self._proc)
+
+    async def _drain(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        while chunk := await self._proc.stderr.read(65536):
+            self.log += chunk
+
+    async def stop(self) -> str:
+        """Stop it as a user would (SIGTERM) and return everything it logged."""
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(self._proc.wait(), 20)
+        if self._reader is not None:
+            await asyncio.wait_for(self._reader, 5)
+        return self.log.decode("utf-8", "replace")
+
+
+@pytest.fixture
+async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[Served]:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    history = f'\n[history]\npath = "{tmp_path / "history.sqlite3"}"\n'
+    serve = Served(*primary_backup_config(tmp_path, f, history))
+    await serve.start()
+    try:
+        yield serve
+    finally:
+        await serve.stop()
+
+
+async def request_events(url: str) -> list[dict[str, Any]]:
+    """The request events in the engine's backlog, read as an attached console reads them."""
+    found: list[dict[str, Any]] = []
+    async with httpx.AsyncClient(timeout=10.0) as client, client.stream(
+            "GET", url + "/_claudex/events?since=0&kinds=request") as resp:
+        assert resp.status_code == 200
+        async for line in resp.aiter_lines():
+            if line.startswith("data:"):
+                found.append(json.loads(line[5:]))
+                if len(found) == 2:
+                    return found
+    raise AssertionError("the event stream ended")
+
+
+async def detail_screenshot(url: str) -> str:
+    """The console's detail of the newest request, attached to the engine, as SVG text."""
+    link = HttpLink(url)
+    assert await link.connect()
+    app = ConsoleApp(link)
+    try:
+        async with app.run_test(size=(200, 70)) as pilot:
+            log = app.main_screen.query_one(RequestLog)
+            await until(app, pilot, lambda: log.row_count == 2)
+            await open_row(app, pilot)
+            await pilot.pause()
+            return app.export_screenshot()
+    finally:
+        await link.close()
+
+
+# -- the policy -----------------------------------------------------------------------------------
+
+
+def test_the_allow_list_and_the_mask() -> None:
+    assert all(shown_as_is(name) for name in KEPT)
+    assert shown_as_is("Anthropic-Version") and shown_as_is("X-Claudex-Failover")
+    assert not any(shown_as_is(name) for name in PLANTED)
+    assert not shown_as_is("chatgpt-account-id")  # an account, not what went wrong
+    # The scheme stays, the credential is masked; a mask is not masked again.
+    assert masked_value("Bearer sk-ant-oat01-abcdefghijklmnop") == "Bearer sk-…mnop"
+    assert masked_value("Bearer sk-…mnop") == "Bearer sk-…mnop"
+    assert masked_value("…") == "…" and masked_value("tiny") == "…"
+    # A value on the allow-list holding a key-shaped string is scrubbed.
+    shown = shown_headers({"user-agent": "curl/8 sk-abcdefghijklmnop1234"})
+    assert shown == {"user-agent": "curl/8 sk-…1234"}
+
+
+def test_the_same_headers_give_the_same_object_until_a_secret_is_registered() -> None:
+    headers = {"user-agent": "claude-cli/2.0", "x-api-key": "sk-ant-0123456789abcd"}
+    first = shown_headers(dict(headers))
+    assert shown_headers(dict(headers)) is first  # the event backlog keeps one copy
+    assert shown_headers(first) == first  # shown again (a journal row): nothing changes
+    SCRUBBER.note("header-policy-test-secret-77")
+    assert shown_headers(dict(headers)) is not first
+
+
+# -- a journal from before ------------------------------------------------------------------------
+
+
+def _old_journal(path: Path, rows: Iterable[dict[str, str]], deleted: dict[str, str]) -> None:
+    """A journal as claudex wrote it before the header policy (credential names masked, every
+    other header in full), left as a killed engine leaves it: rows still in the WAL, and a
+    row retention deleted whose bytes are still in the database file's free pages."""
+    live = sqlite3.connect(path, isolation_level=None)
+    live.execute("PRAGMA journal_mode = WAL")
+    # SQLite builds differ (Debian's zeroes deleted content, others leave it): as one that
+    # leaves it, so the deleted row's bytes stay in the free pages it was on.
+    live.execute("PRAGMA secure_delete = OFF")
+    live.execute("PRAGMA wal_autocheckpoint = 0")
+    live.executescript(_SCHEMA_BEFORE)
+    insert = ("INSERT INTO requests (time, protocol, status, outcome, attempts, request_id, "
+              "headers) VALUES (strftime('%s', 'now'), 'anthropic', 200, 'ok', '[]', ?, ?)")
+    # Long enough that its secret is on an overflow page, which the delete frees whole.
+    live.execute(insert, ("gone-1", json.dumps({"x-pad": "p" * 40_000, **deleted})))
+    live.execute("DELETE FROM requests WHERE request_id = 'gone-1'")
+    live.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in the database file now
+    for i, headers in enumerate(rows):  # these only in the WAL
+        live.execute(insert, (f"old-{i}", json.dumps(headers)))
+    # The files as they are now, with the writer still holding them (a crash leaves this).
+    copies = {suffix: Path(f"{path}{suffix}").read_bytes() for suffix in ("", "-wal")}
+    live.close()
+    for suffix, content in copies.items():
+        Path(f"{path}{suffix}").write_bytes(content)
+    Path(f"{path}-shm").unlink(missing_ok=True)
+
+
+# The journal's tables as the release before the header policy created them (user_version 0).
+_SCHEMA_BEFORE = """
+CREATE TABLE requests (
+    rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, protocol TEXT,
+    endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
+    latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
+    input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
+    request_id TEXT, route TEXT, headers TEXT);
+CREATE INDEX requests_time ON requests(time);
+CREATE INDEX requests_request_id ON requests(request_id);
+CREATE TABLE events (
+    rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
+    message TEXT, data TEXT);
+CREATE INDEX events_time ON events(time);
+"""
+
+
+def _as_written_before(headers: dict[str, str]) -> dict[str, str]:
+    """What the release before kept of `headers`: four credential names masked (an auth
+    scheme kept), every other value in full."""
+    def masked(value: str) -> str:
+        scheme, space, rest = value.partition(" ")
+        if space and scheme.lower() in ("bearer", "basic", "token"):
+            return f"{scheme} {mask_secret(rest.strip())}"
+        return mask_secret(value)
+
+    old = {"authorization", "x-api-key", "cookie", "proxy-authorization"}
+    return {k: masked(v) if k in old else v for k, v in headers.items()}
+
+
+async def test_a_journal_written_before_is_masked_again_at_the_first_start(
+    fakes: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "history.sqlite3"
+    old_rows = [_as_written_before({**PLANTED, **KEPT}), {"api-key": PLANTED["api-key"]}]
+    _old_journal(path, old_rows, {"x-my-token": PLANTED["x-my-token"]})
+    before = journal_bytes(tmp_path)
+    assert {"api-key", "x-goog-api-key", "x-my-token"} <= set(_leaks(before))  # the old state
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    config, port = primary_backup_config(tmp_path, f, f'\n[history]\npath = "{path}"\n')
+    # With no engine answering, `claudex history` reads the file itself: masked already.
+    code, out, err = await claudex("--config", str(config), "history", "--json")
+    assert code == 0, err
+    assert_no_secret("claudex history --json, from the old file", out)
+    # The first start after the fix: once its journal has written a row, the old ones are
+    # masked again and the file holds none of their secrets (database, WAL, free pages).
+    serve = Served(config, port)
+    await serve.start()
+    try:
+        async with httpx.AsyncClient(base_url=serve.url, timeout=10.0) as client:
+            resp = await client.post("/proxy/primary/v1/messages", json=anthropic_body())
+            assert resp.status_code == 200
+            history = (await client.get("/_claudex/history")).json()
+        assert_no_secret("the journal's files after the first start", journal_bytes(tmp_path))
+        olds = [r for r in history["requests"] if str(r["request_id"]).startswith("old-")]
+        assert len(olds) == 2
+        assert_headers_shown(olds[0]["headers"])
+        assert olds[1]["headers"] == {"api-key": masked_value(PLANTED["api-key"])}
+    finally:
+        log_text = await serve.stop()
+    assert "masked the client headers of 2 rows written by an older claudex" in log_text
+    assert_no_secret("the journal's files after shutdown", journal_bytes(tmp_path))
+    conn = open_database(path)  # once: a second opening has nothing to do
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == HEADERS_REMASKED
+    finally:
+        conn.close()
+
+
+def test_masking_again_is_harmless_and_a_cell_that_does_not_parse_goes(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    _old_journal(path, [{"x-goog-api-key": PLANTED["x-goog-api-key"]}], {})
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE requests SET headers = 'not json' WHERE request_id = 'old-0'")
+    conn.execute("INSERT INTO requests (time, request_id, headers) VALUES (1e10, 'new', ?)",
+                 (json.dumps(shown_headers({"x-api-key": "sk-ant-0123456789abcd"})),))
+    conn.commit()
+    conn.close()
+    journal = Journal(path, flush_interval_s=0.01)
+    journal.start()
+    journal.close()  # the writer opened the file (and migrated it) before it stopped
+    assert journal.problem is None
+    conn = open_database(path)
+    try:
+        cells = dict(conn.execute("SELECT request_id, headers FROM requests").fetchall())
+    finally:
+        conn.close()
+    assert cells == {"old-0": None, "new": '{"x-api-key": "sk-\\u2026abcd"}'}
