@@ -9,6 +9,7 @@ policy is masked again at the first start, so the old secrets leave the file too
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import secrets
 import signal
@@ -162,6 +163,57 @@ async def detail_screenshot(url: str) -> str:
             return app.export_screenshot()
     finally:
         await link.close()
+
+
+async def test_no_planted_secret_is_recorded_or_shown(served: Served, tmp_path: Path) -> None:
+    async with httpx.AsyncClient(base_url=served.url, timeout=10.0) as client:
+        resp = await client.post("/proxy/primary/v1/messages", json=anthropic_body(),
+                                 headers={**PLANTED, **KEPT})
+        assert resp.status_code == 200, resp.text
+        request_id = resp.headers["x-claudex-request-id"]
+        stream = await client.post("/proxy/primary/v1/messages",
+                                   json=anthropic_body(stream=True), headers={**PLANTED, **KEPT})
+        assert stream.status_code == 200
+        # The history API (it flushes the journal first).
+        history = await client.get("/_claudex/history")
+        assert history.status_code == 200
+    assert_no_secret("GET /_claudex/history", history.text)
+    rows = [r for r in history.json()["requests"] if r["request_id"] == request_id]
+    assert len(rows) == 1
+    assert_headers_shown(rows[0]["headers"])
+    # The journal's file and its WAL, as they are on disk while the engine runs.
+    assert_no_secret("the journal's files", journal_bytes(tmp_path))
+    # The event stream.
+    events = await request_events(served.url)
+    assert_no_secret("GET /_claudex/events", json.dumps(events))
+    (event,) = [e for e in events if e["data"]["request_id"] == request_id]
+    assert_headers_shown(event["data"]["headers"])
+    # `claudex history`: the listing as JSON and one request in full.
+    code, out, err = await claudex("--config", str(served.config), "history", "--json")
+    assert code == 0, err
+    assert_no_secret("claudex history --json", out + err)
+    cli_rows = [r for r in json.loads(out)["requests"] if r["request_id"] == request_id]
+    assert_headers_shown(cli_rows[0]["headers"])
+    code, out, err = await claudex("--config", str(served.config), "history", "--id",
+                                   request_id)
+    assert code == 0, err
+    assert_no_secret("claudex history --id", out + err)
+    assert f"x-goog-api-key: {masked_value(PLANTED['x-goog-api-key'])}" in out
+    assert f"user-agent: {KEPT['user-agent']}" in out
+    # The console's request detail, as a screenshot.
+    svg = await detail_screenshot(served.url)
+    text = html.unescape(svg).replace("\xa0", " ")
+    assert_no_secret("a screenshot of the request detail", text)
+    assert "client headers" in text
+    for name, value in KEPT.items():
+        assert f"{name}:" in text and value in text, name
+    for name, value in PLANTED.items():
+        assert f"{name}:" in text and masked_value(value) in text, name
+    # The debug log, once the engine is gone; and the journal as it left it.
+    log_text = await served.stop()
+    assert "request anthropic" in log_text  # debug logging was on: one line per request
+    assert_no_secret("the log", log_text)
+    assert_no_secret("the journal's files after shutdown", journal_bytes(tmp_path))
 
 
 # -- the policy -----------------------------------------------------------------------------------
