@@ -60,7 +60,7 @@ class RecordedRequest:
         )
 
     def summary(self) -> dict[str, Any]:
-        """A JSON-friendly view with credentials masked."""
+        """A JSON-friendly view, headers as claudex shows them (credentials masked)."""
         return {
             "method": self.method,
             "path": self.path,

@@ -1,7 +1,7 @@
 """Enter on a request row: the request in full — who asked for what by which route, what it
 cost, and every attempt with its timings, the model and cap it was sent with, the breaker state
-it met and what the upstream said; then the client's headers as received (credentials masked by
-the engine, and by `history_text` again; nothing is ever unmasked).
+it met and what the upstream said; then the client's headers as received (values off the header
+policy's allow-list masked by the engine, and by `history_text` again; nothing is ever unmasked).
 
 The same fields as `claudex history --id` (claudex/history_text.py builds both); escape returns
 to the log as it was left (the log is not touched while this screen is up)."""

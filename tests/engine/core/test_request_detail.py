@@ -1,7 +1,8 @@
 """Requests that explain themselves (issue 15, request detail): every attempt sent carries its
 timings, the model sent, the max_tokens cap applied, the breaker state it met and what was
 dropped; the request event and the journal add the request id (also the response's
-`x-claudex-request-id`), the route and the client's headers with credentials masked."""
+`x-claudex-request-id`), the route and the client's headers with credentials masked (and every
+value off the header policy's allow-list)."""
 
 from __future__ import annotations
 
