@@ -360,3 +360,27 @@ def test_masking_again_is_harmless_and_a_cell_that_does_not_parse_goes(tmp_path:
     finally:
         conn.close()
     assert cells == {"old-0": None, "new": '{"x-api-key": "sk-\\u2026abcd"}'}
+
+
+def test_a_migration_that_cannot_be_done_now_leaves_the_journal_on_and_waits(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "history.sqlite3"
+    _old_journal(path, [{"api-key": PLANTED["api-key"]}], {})
+
+    def read_only(name: str) -> sqlite3.Connection:  # as a file nobody may write is opened
+        return sqlite3.connect(f"file:{name}?mode=ro", uri=True, isolation_level=None)
+
+    conn = open_database(path, read_only)  # no error: the journal is not turned off for it
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 0  # to be done next time
+    finally:
+        conn.close()
+    assert "could not be masked again now" in caplog.text
+    assert "trying again at the next start" in caplog.text
+    conn = open_database(path)  # the next start, with the file writable
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == HEADERS_REMASKED
+    finally:
+        conn.close()
+    assert_no_secret("the journal's files", journal_bytes(tmp_path))

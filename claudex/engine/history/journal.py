@@ -139,9 +139,26 @@ def _remask_headers(conn: sqlite3.Connection) -> None:
     """Version 1: every row's client headers through the header policy, then the file rebuilt
     (VACUUM: the pages the old values were on, and those rows retention deleted before, are not
     reused as they are) and its WAL emptied. Masking again changes nothing, so two engines
-    opening one file at once, or a start interrupted half way, are harmless; the version is
-    set only once the file is rebuilt, and a rebuild that cannot be done now (another engine
-    busy with the file) is tried again at the next start."""
+    opening one file at once, or a start interrupted half way, are harmless. The version is set
+    only once the file is rebuilt; what cannot be done now (another engine busy with the file,
+    no room for the rebuild) is said in the log and tried again at the next start, with the
+    journal on meanwhile: its new rows are masked, and reading masks the old ones."""
+    try:
+        changed = _remask_rows(conn)
+        conn.execute("VACUUM")
+        conn.execute(f"PRAGMA user_version = {HEADERS_REMASKED}")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.OperationalError as exc:
+        log.warning("history: the headers of rows written by an older claudex could not be "
+                    "masked again now (%s); trying again at the next start", exc)
+        return
+    if changed:
+        log.info("history: masked the client headers of %d rows written by an older claudex",
+                 changed)
+
+
+def _remask_rows(conn: sqlite3.Connection) -> int:
+    """The rows' headers through the header policy, in one transaction; how many changed."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         rows = conn.execute("SELECT rowid, headers FROM requests WHERE headers IS NOT NULL")
@@ -152,17 +169,7 @@ def _remask_headers(conn: sqlite3.Connection) -> None:
     except BaseException:
         _rollback(conn)
         raise
-    try:
-        conn.execute("VACUUM")
-        conn.execute(f"PRAGMA user_version = {HEADERS_REMASKED}")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.OperationalError as exc:
-        log.warning("history: old rows' headers masked again, but the file could not be "
-                    "rebuilt now (%s); trying again at the next start", exc)
-        return
-    if changed:
-        log.info("history: masked the client headers of %d rows written by an older claudex",
-                 len(changed))
+    return len(changed)
 
 
 def _remasked(text: object) -> str | None:
