@@ -39,9 +39,11 @@ Left off on purpose although they hold no credential: account and organisation i
 Upstream answers: claudex records none of an upstream's response headers. `retry-after` and
 its kin are read as numbers; `request-id`, `x-request-id` and the rate-limit headers are passed
 to the client only (engine/answers.py `passed_headers`); a malformed header line becomes the
-exception's type name (engine/classify.py). Error bodies and messages pass the scrubber
-(engine/answers.py `scrub_error_body`). Whatever comes to record response headers (traces)
-shows them through `shown_headers` too.
+exception's type name (engine/classify.py). Error bodies pass the scrubber with the values of
+the client's masked headers too (`masked_values`; engine/answers.py `scrub_error_body`), since
+claudex forwards those headers and an upstream may quote one back ("invalid api-key ..."), and
+the attempt's message is read from the scrubbed body. Whatever comes to record response
+headers (traces) shows them through `shown_headers` too.
 
 Cost: this runs for each request event, so it is remembered. A client sends the same headers
 on request after request and every request event keeps its copy in the event backlog (2,000 of
@@ -103,6 +105,24 @@ def masked_value(value: str) -> str:
     if space and scheme.lower() in _SCHEMES:
         return f"{scheme} {mask_secret(rest.strip())}"
     return mask_secret(value)
+
+
+def masked_values(headers: Mapping[str, str]) -> list[str]:
+    """The values `shown_headers` masks, without their auth scheme: what an upstream's error
+    may quote back of the headers it was sent, to be masked there too (error paths only).
+    Values shorter than 8 characters are left out: they would mask ordinary words ("true",
+    "cookie") in the upstream's sentence, and their mask shows nothing of them anyway."""
+    found = []
+    for name, value in headers.items():
+        if not shown_as_is(name):
+            scheme, space, rest = value.strip().partition(" ")
+            secret = rest.strip() if space and scheme.lower() in _SCHEMES else value.strip()
+            if len(secret) >= _QUOTABLE:
+                found.append(secret)
+    return found
+
+
+_QUOTABLE: Final = 8
 
 
 def shown_header(name: str, value: str) -> str:

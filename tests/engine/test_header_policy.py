@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from aiohttp import web
 
 from claudex.console.app import ConsoleApp
 from claudex.console.components import RequestLog
@@ -28,7 +29,7 @@ from claudex.engine.header_policy import masked_value, shown_as_is, shown_header
 from claudex.engine.history.journal import HEADERS_REMASKED, Journal, open_database
 from claudex.engine.secrets import SCRUBBER, mask_secret
 from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
-from tests.conftest import anthropic_body, primary_backup_config
+from tests.conftest import anthropic_body, build_config, primary_backup_config, profile_toml
 from tests.console.test_console_request_detail import open_row, until
 
 
@@ -214,6 +215,87 @@ async def test_no_planted_secret_is_recorded_or_shown(served: Served, tmp_path: 
     assert "request anthropic" in log_text  # debug logging was on: one line per request
     assert_no_secret("the log", log_text)
     assert_no_secret("the journal's files after shutdown", journal_bytes(tmp_path))
+
+
+# -- upstream answers ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def quoting_upstream() -> AsyncIterator[tuple[str, set[str]]]:
+    """An Anthropic-style upstream that fails every request with a 500 whose message quotes
+    the header named in the request's `?quote=` (all of them would not fit the 300 characters
+    claudex keeps of a message), and echoes every header it was sent back as a response header.
+    Made up to be as careless as an upstream can be (real ones quote the key at most: "invalid
+    x-api-key"), so that whatever claudex keeps of an upstream's answer is shown masked."""
+
+    async def refuse(request: web.Request) -> web.Response:
+        sent = {k.lower(): v for k, v in request.headers.items()}
+        received.update(k for k, v in sent.items() if PLANTED.get(k) == v)
+        name = request.query.get("quote", "")
+        body = {"type": "error", "error": {
+            "type": "api_error",
+            "message": f"invalid {name}: {sent.get(name)} (from {sent.get('user-agent')})"}}
+        echoed = {f"x-echo-{k}": v for k, v in sent.items() if k in PLANTED}
+        return web.json_response(body, status=500, headers=echoed)
+
+    received: set[str] = set()  # the planted headers that reached it as the client sent them
+    app = web.Application()
+    app.router.add_post("/v1/messages", refuse)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}", received
+    finally:
+        await runner.cleanup()
+
+
+async def test_an_upstream_quoting_what_it_was_sent_is_masked_everywhere_claudex_keeps_it(
+    quoting_upstream: tuple[str, set[str]], fakes: Any, proxy_factory: Any, tmp_path: Path
+) -> None:
+    url, received = quoting_upstream
+    f = await fakes(("backup", "anthropic"))
+    config = build_config(f"""
+[[profiles]]
+name = "quoting"
+provider_type = "DirectAnthropic"
+base_url = "{url}"
+api_key_env = "FAKE_KEY"
+backup_providers = ["backup"]
+failure_threshold = 50
+""" + profile_toml("backup", f["backup"]))
+    journal = Journal(tmp_path / "history.sqlite3", flush_interval_s=0.01)
+    proxy = await proxy_factory(config, fakes=f, journal=journal)
+
+    async def failed_upstream(quote: str) -> dict[str, Any]:
+        resp = await proxy.client.post(f"/proxy/quoting/v1/messages?quote={quote}",
+                                       json=anthropic_body(), headers={**PLANTED, **KEPT})
+        assert resp.status_code == 200 and resp.headers["x-claudex-provider"] == "backup"
+        history = await proxy.client.get("/_claudex/history", params={
+            "request_id": resp.headers["x-claudex-request-id"]})
+        assert_no_secret("GET /_claudex/history", history.text)
+        (row,) = history.json()["requests"]
+        attempt: dict[str, Any] = row["attempts"][0]
+        assert (attempt["provider"], attempt["status"]) == ("quoting", 500)
+        return attempt
+
+    await failed_upstream("x-goog-api-key")
+    # The client's own credential stays with claudex (the upstream is sent the profile's key)
+    # and proxy-authorization is hop-by-hop; every other header goes on as it came.
+    assert received == set(PLANTED) - {"x-api-key", "authorization", "proxy-authorization"}
+    for name in sorted(received):
+        attempt = await failed_upstream(name)
+        # The upstream's words are kept, with what it quoted of the planted header masked.
+        assert attempt["message"] == (f"invalid {name}: {masked_value(PLANTED[name])} "
+                                      f"(from {KEPT['user-agent']})")
+    status = await proxy.client.get("/_claudex/status")
+    events = [e.to_json() for e in proxy.engine.events.since(0)]
+    for where, text in (("GET /_claudex/status", status.text),
+                        ("the events", json.dumps(events)),
+                        ("the journal's files", journal_bytes(tmp_path))):
+        assert_no_secret(where, text)
 
 
 # -- the policy -----------------------------------------------------------------------------------

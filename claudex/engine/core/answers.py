@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from claudex.engine.core.explain import all_failed_sentence
 from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest, Trail
 from claudex.engine.credentials.cache import AuthHeaders
+from claudex.engine.header_policy import masked_values
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai
 
@@ -35,26 +36,14 @@ def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
     return out
 
 
-def _client_credentials(req: ProxyRequest) -> list[str]:
-    """What a passthrough request forwarded as its own credential."""
-    found = []
-    key = req.headers.get("x-api-key")
-    if key:
-        found.append(key.strip())
-    scheme, _, credential = req.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and credential.strip():
-        found.append(credential.strip())
-    return found
-
-
 def scrub_error_body(payload: bytes, auth: AuthHeaders | None, req: ProxyRequest) -> bytes:
     """An upstream's error body without any secret in it: the token this request was sent with
-    is registered (so later messages are scrubbed of it too), a passthrough client's own
-    credential is masked without being kept."""
+    is registered (so later messages are scrubbed of it too); what the client sent in headers
+    the header policy masks (a passthrough client's own credential, an `api-key` forwarded
+    as it came) is masked without being kept."""
     if auth is not None:
         SCRUBBER.note(auth.token)
-        return SCRUBBER.data(payload)
-    return SCRUBBER.data(payload, _client_credentials(req))
+    return SCRUBBER.data(payload, masked_values(req.headers))
 
 
 def tag(result: ForwardResult) -> ForwardResult:
