@@ -38,12 +38,12 @@ Left off on purpose although they hold no credential: account and organisation i
 
 Upstream answers: claudex records none of an upstream's response headers. `retry-after` and
 its kin are read as numbers; `request-id`, `x-request-id` and the rate-limit headers are passed
-to the client only (engine/answers.py `passed_headers`); a malformed header line becomes the
-exception's type name (engine/classify.py). Error bodies pass the scrubber with the values of
-the client's masked headers too (`masked_values`; engine/answers.py `scrub_error_body`), since
-claudex forwards those headers and an upstream may quote one back ("invalid api-key ..."), and
-the attempt's message is read from the scrubbed body. Whatever comes to record response
-headers (traces) shows them through `shown_headers` too.
+to the client only (engine/core/answers.py `passed_headers`); a malformed header line becomes
+the exception's type name (engine/core/classify.py). Error bodies pass the scrubber with the
+values of the client's masked headers too (`masked_values`, engine/core/answers.py
+`scrub_error_body`), since claudex forwards those headers and an upstream may quote one back
+("invalid api-key ..."), and the attempt's message is read from the scrubbed body. Whatever
+comes to record response headers (traces) shows them through `shown_headers` too.
 
 Cost: this runs for each request event, so it is remembered. A client sends the same headers
 on request after request and every request event keeps its copy in the event backlog (2,000 of
