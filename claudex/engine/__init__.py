@@ -11,4 +11,5 @@
     history/        the SQLite journal: writing, querying, seeding counters at start
     health.py       background probes
     clock.py, events.py, secrets.py   the clock seam, the event bus, the one secret scrubber
+    header_policy.py   which header values are shown and which masked, for every record of them
 """
