@@ -234,6 +234,8 @@ def calls_per_request(count: int = 200) -> dict[str, tuple[float, Counter[str]]]
             try:
                 engine = engine_for(name, Path(state))
                 loop.run_until_complete(engine.start(health=False))
+                if engine.seeding is not None:  # reading the journal: done before counting
+                    loop.run_until_complete(engine.seeding)
                 run = runner(engine)
                 loop.run_until_complete(run(50))  # warm-up: caches filled, first-use paths run
                 out[label] = claudex_calls(run, count)
