@@ -32,7 +32,7 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "addons")
 
 
 def _cpu_model() -> str:
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                           ("streams", lambda: streams_scale.scale_streams(world, counts,
                                                                           seconds)),
                           ("console", lambda: sections.console(world, settings)),
-                          ("resilience", lambda: _resilience(args.quick))):
+                          ("resilience", lambda: _resilience(args.quick)),
+                          ("addons", lambda: sections.addons(world, settings))):
             if name not in wanted:
                 continue
             try:

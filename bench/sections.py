@@ -390,3 +390,13 @@ def console(world: World, settings: Settings) -> dict[str, Any]:
     ratio = added["console"]["p50"] / added["headless"]["p50"] if added["headless"]["p50"] else 0
     return {"available": True, "ms": stats, "added_ms": added,
             "console_over_headless_p50": round(ratio, 2)}
+
+
+# ------------------------------------------------------------------ addons
+
+
+def addons(world: World, settings: Settings) -> dict[str, Any]:
+    """claudex's own CPU per request in-process, and each addon's share of it, measured by
+    taking it out of the hooks (bench/request_cost.py, on the proxy's core)."""
+    count = "1500" if settings.quick else "4000"
+    return _json_helper(world, "bench.request_cost", "--json", "--requests", count)
