@@ -366,7 +366,7 @@ def _addons(section: dict[str, Any] | None) -> str:
         f"{_fmt(section[k]['addons_us'].get(n), 1)} / "
         f"{_fmt(section[k].get('addons_calls', {}).get(n), 1)}" for k in labels]
         for n in names]
-    out.append(_table([""] + labels, rows, digits=1))
+    out.append(_table(["", *labels], rows, digits=1))
     return "".join(out)
 
 
