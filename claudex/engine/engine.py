@@ -18,10 +18,11 @@ import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
+from claudex.engine.addons.counting import StatsAddon
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
-from claudex.engine.addons.stats import GlobalStats, StatsAddon
+from claudex.engine.addons.stats import GlobalStats
 from claudex.engine.addons.tokens import TokensAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
