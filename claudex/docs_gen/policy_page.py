@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from claudex.config.model import BreakerSettings, ProxySettings, RetrySettings
@@ -82,9 +83,24 @@ def _row(outcome: str, when: str, rule: Rule) -> list[str]:
             HEALTH_WORDS[rule.health], counted]
 
 
+def _with_defaults(words: str) -> str:
+    """`stream_commit_timeout` -> `stream_commit_timeout` (60 s): a `[proxy]` timeout named in
+    the words gets its default beside it."""
+    defaults = ProxySettings()
+
+    def add(match: re.Match[str]) -> str:
+        name = match.group(1)
+        value = getattr(defaults, name, None)
+        if name.endswith("_timeout") and isinstance(value, int | float):
+            return f"{match.group(0)} ({_num(value)} s)"
+        return match.group(0)
+
+    return re.sub(r"`(\w+)`", add, words)
+
+
 def _when(key: Key) -> str:
     try:
-        return WHEN[key]
+        return _with_defaults(WHEN[key])
     except KeyError:
         raise LookupError(f"POLICY row {key.value!r} has no words in WHEN "
                           "(claudex/engine/core/policy.py)") from None
@@ -92,8 +108,8 @@ def _when(key: Key) -> str:
 
 def render() -> str:
     rows = [_row(code(rule.token), _when(key), rule) for key, rule in POLICY.items()]
-    rows.append(_row(f"{code(AFTER_COMMIT.token)} after the commit", AFTER_COMMIT_WHEN,
-                     AFTER_COMMIT))
+    rows.append(_row(f"{code(AFTER_COMMIT.token)} after the commit",
+                     _with_defaults(AFTER_COMMIT_WHEN), AFTER_COMMIT))
     headers = ("outcome", "when", "same provider again", "fail over", "breaker",
                "health shows", "counted in")
     return "\n".join((
@@ -112,7 +128,8 @@ def render() -> str:
 
 def _cooldown_words() -> str:
     return (f"A 429 burst ({concurrency.BURST} within {_num(concurrency.WINDOW_S)} s) also "
-            "brings the provider's adaptive concurrency limit down to what it accepted, instead "
-            "of pausing it; only a wait over `max_retry_after` (a quota) or a 429 at claudex's "
+            "brings the provider's adaptive concurrency limit down to what it accepted (in "
+            "flight less the refused), instead of pausing it, then tries one more only now and "
+            "then; only a wait over `max_retry_after` (a quota) or a 429 at claudex's "
             "only request in flight there cools the provider down until its reset time, "
             "skipped meanwhile.")

@@ -185,10 +185,10 @@ WHEN: dict[Key, str] = {
     Outcome.SERVER_ERROR: "500, 502, 503, 504, 529 and any other 5xx",
     Outcome.CONNECT_ERROR: "connection refused, DNS failure, no connection within "
                            "`connect_timeout`",
-    Outcome.TIMEOUT: "no first byte within `read_timeout` (an answer not streamed); a stream "
-                     "with no response headers or first event within "
+    Outcome.TIMEOUT: "an answer not streamed with no first byte within `read_timeout`; a "
+                     "stream with no response headers or first event within "
                      "`stream_first_byte_timeout`, or no content within "
-                     "`stream_commit_timeout` (`message_start` and pings are not content)",
+                     "`stream_commit_timeout`, where `message_start` and pings are not content",
     Outcome.DISCONNECTED: "the provider closed the connection before answering",
     Outcome.STREAM_ERROR: "a stream that failed before its first content (an error event, a cut "
                           "connection)",
