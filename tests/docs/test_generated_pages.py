@@ -124,3 +124,15 @@ def test_the_pages_read_no_terminal_width(monkeypatch: pytest.MonkeyPatch) -> No
     narrow = pages.render_all(REPO)
     monkeypatch.setenv("COLUMNS", "300")
     assert pages.render_all(REPO) == narrow
+
+
+def test_nothing_in_claudex_imports_the_generator() -> None:
+    """docs_gen reads every layer; no layer may depend on it (nor on mkdocs, which only the dev
+    install has)."""
+    from tests.test_layers import PACKAGE, imported_modules
+
+    users = [f"{path.relative_to(PACKAGE.parent)}:{line}"
+             for path in sorted(PACKAGE.rglob("*.py")) if "docs_gen" not in path.parts
+             for line, module in imported_modules(path)
+             if module.startswith(("claudex.docs_gen", "mkdocs"))]
+    assert users == []
