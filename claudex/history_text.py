@@ -47,6 +47,7 @@ def record_from_event(event: Event) -> dict[str, Any]:
     return {
         "event_id": event.id, "time": event.time, "request_id": d.get("request_id"),
         "protocol": d.get("protocol"), "endpoint": d.get("endpoint"), "route": d.get("route"),
+        "routed": d.get("routed"),
         "model": d.get("model"), "profile": d.get("profile"), "provider": d.get("provider"),
         "status": d.get("status"), "outcome": outcome_of(d), "latency_ms": d.get("latency_ms"),
         "first_content_ms": d.get("first_content_ms"), "stream": bool(d.get("stream")),
@@ -106,6 +107,7 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("model", _text(r.get("model"))),
         ("profile", _text(r.get("profile")) if r.get("profile") or not r.get("route")
          else "the default profile"),
+        ("routed", f"route {r['routed']}" if r.get("routed") else NONE),
         ("served by", _text(r.get("provider")) if r.get("provider") else "none"),
         ("status", status),
         ("latency", latency),
@@ -187,7 +189,8 @@ def request_line(r: Mapping[str, Any]) -> str:
     return (f"{_when(float(r['time']))}  {r.get('request_id') or '-':<12} "
             f"{r.get('protocol') or '-'} {r.get('model') or '-'}"
             f"{stream} -> {r.get('provider') or 'none'}  {r.get('status')} "
-            f"{r.get('outcome')}  {latency_text}  [{r.get('trail') or ''}]{tokens}")
+            f"{r.get('outcome')}  {latency_text}  [{r.get('trail') or ''}]{tokens}"
+            + (f"  route {r['routed']}" if r.get("routed") else ""))
 
 
 def event_line(e: Mapping[str, Any]) -> str:

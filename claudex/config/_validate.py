@@ -6,8 +6,9 @@ proxy's default profile and bind address) run after the per-key checks. Chains a
 (DESIGN.md), so profiles backing each other up are fine.
 
 Claudex's keys (DESIGN.md "Claudex keys") are read here too: its top-level `proxy_port`,
-`proxy_host` and `log_level` fill in `[proxy]`, and the features claudex lacks (`hyperlinks`,
-`[router]`, `[context]`) become warnings, as does the advice of `_advice.py`.
+`proxy_host` and `log_level` fill in `[proxy]`, its `[router]` is checked with `[routes]`
+(`_routes_checks.py`), and the features claudex lacks (`hyperlinks`, `[context]`) become
+warnings, as does the advice of `_advice.py`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from claudex.config._checks import (
 from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
 from claudex.config._history_checks import HISTORY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
+from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS, route_problems
 from claudex.config._secrets import _profile_problem
 from claudex.config.model import (
     BreakerSettings,
@@ -53,6 +55,8 @@ from claudex.config.model import (
     Profile,
     ProxySettings,
     RetrySettings,
+    RouterSettings,
+    RoutesSettings,
 )
 
 
@@ -119,6 +123,8 @@ class _Builder:
         fleet_values = self._section(data, "fleet", FLEET_KEYS)
         self._check_fleet_key(fleet_values)
         history_values = self._section(data, "history", HISTORY_KEYS)
+        routes_values = self._section(data, "routes", ROUTES_KEYS)
+        router_values = self._section(data, "router", ROUTER_KEYS)
         checked = self._profiles(data.get("profiles", []))
 
         proxy = replace(ProxySettings(), **proxy_values)
@@ -129,6 +135,7 @@ class _Builder:
         by_name = self._check_names(checked)
         self._check_backups(checked, by_name)
         self._check_proxy(proxy, proxy_values, by_name)
+        self._check_routes(routes_values, router_values, by_name)
         merged = [
             (
                 profile,
@@ -152,6 +159,8 @@ class _Builder:
             health=health,
             fleet=replace(FleetSettings(), **fleet_values),
             history=replace(HistorySettings(), **history_values),
+            routes=replace(RoutesSettings(), **routes_values),
+            router=replace(RouterSettings(), **router_values),
             profiles=profiles,
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),
@@ -356,6 +365,16 @@ class _Builder:
                 f"{_quoted(proxy.host)} is not a loopback address; listening on it requires "
                 "auth_token_env so that every request must carry a token",
             )
+
+    def _check_routes(self, routes: Mapping[str, Any], router: Mapping[str, Any],
+                      by_name: Mapping[str, _CheckedProfile]) -> None:
+        enabled = {name: p.values.get("enabled", True) is not False
+                   for name, p in by_name.items()}
+        for problem in route_problems(routes, router, by_name, enabled):
+            where = _TOP
+            for key in problem.path:
+                where = where.child(key)
+            (self._warn if problem.warning else self._report)(where, problem.message)
 
     def _merge_breaker(
         self, base: BreakerSettings, values: dict[str, Any], where: _Where

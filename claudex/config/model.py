@@ -113,6 +113,58 @@ class FleetSettings:
         return self.redis_url is not None
 
 
+ROUTE_NAMES: tuple[str, ...] = ("long_context", "web_search", "thinking", "background")
+"""`[routes]`, in the order a request is matched against them (DESIGN.md "Routes")."""
+DEFAULT_LONG_CONTEXT_TOKENS = 60_000
+
+
+@dataclass(frozen=True)
+class RoutesSettings:
+    """`[routes]`: requests on the default routes (`/v1/messages`, `/v1/chat/completions`,
+    `/v1/responses`) sent to another profile (or pool) by what they are; each value names the
+    profile whose own chain serves. None: that route is not used."""
+
+    long_context: str | None = None
+    long_context_tokens: int = DEFAULT_LONG_CONTEXT_TOKENS
+    web_search: str | None = None
+    thinking: str | None = None
+    background: str | None = None
+
+    def targets(self) -> dict[str, str]:
+        """The routes in use, in matching order: route name -> profile."""
+        return {name: target for name in ROUTE_NAMES
+                if (target := getattr(self, name)) is not None}
+
+    @property
+    def configured(self) -> bool:
+        return any(getattr(self, name) is not None for name in ROUTE_NAMES)
+
+
+@dataclass(frozen=True)
+class RouterSettings:
+    """Claudex's `[router]`: the `profile` (with `model`, else its default_model) is asked once
+    per conversation which of `rules`' categories the conversation is; the category's profile
+    serves it, `rules["default"]` when the answer is not a category or the asking fails."""
+
+    enabled: bool = False
+    profile: str | None = None
+    model: str | None = None
+    rules: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def active(self) -> bool:
+        return self.enabled and self.profile is not None and bool(self.categories)
+
+    @property
+    def categories(self) -> tuple[str, ...]:
+        """The rule names the classifier may answer (all but `default`)."""
+        return tuple(name for name in self.rules if name != "default")
+
+    @property
+    def default(self) -> str | None:
+        return self.rules.get("default")
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -175,6 +227,8 @@ class Config:
     health: HealthSettings = field(default_factory=HealthSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
+    routes: RoutesSettings = field(default_factory=RoutesSettings)
+    router: RouterSettings = field(default_factory=RouterSettings)
     profiles: tuple[Profile, ...] = ()
     path: Path | None = None
     # `[model_aliases]` (Claudex): a requested model equal to a key becomes its value first.

@@ -15,6 +15,7 @@ from typing import Any
 
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.events import Event
+from claudex.engine.history.journal import outcome_of
 from claudex.history_text import record_from_event
 from claudex.logs import REDACTOR
 
@@ -179,6 +180,8 @@ class RequestRow:
     failed_over: bool
     dropped: str = ""  # what translation left out: "thinking, cache_control"
     notes: str = ""    # what claudex changed to keep the conversation valid there
+    routed: str = ""   # the route that chose the profile: "long_context → gemini"
+    broke: bool = False  # the served stream broke after it began (the client got an error)
     at: float = 0.0    # wall time it was served (the journal is asked for rows before it)
     key: int | str | None = None  # the event id (or request id): one row per request
     from_history: bool = False    # read from the journal, not seen live
@@ -199,9 +202,10 @@ class RequestRow:
 
     @property
     def trail_text(self) -> str:
-        """The attempts, then what translation left out and what claudex changed (the cell
-        cuts it when long)."""
-        text = f"{self.trail} · dropped: {self.dropped}" if self.dropped else self.trail
+        """The route that chose the profile, the attempts, then what translation left out and
+        what claudex changed (the cell cuts it when long)."""
+        text = f"route {self.routed} · {self.trail}" if self.routed else self.trail
+        text = f"{text} · dropped: {self.dropped}" if self.dropped else text
         return f"{text} · {self.notes}" if self.notes else text
 
     @property
@@ -213,8 +217,9 @@ class RequestRow:
 
     @property
     def outcome(self) -> str:
-        """`ok`, `failover` or `failed`, as the journal says it (journal.outcome_of)."""
-        if self.status is None or self.status >= 400:
+        """`ok`, `failover` or `failed` (a stream that broke after a 200 included), as the
+        journal says it (journal.outcome_of)."""
+        if self.status is None or self.status >= 400 or self.broke:
             return "failed"
         return "failover" if self.failed_over else "ok"
 
@@ -259,8 +264,17 @@ def _row(data: Mapping[str, Any], epoch: float, key: int | str | None, time_text
         failed_over=len(attempts) > 1,
         dropped=safe(", ".join(str(d) for d in data.get("dropped") or ()), 160),
         notes=safe("; ".join(str(n) for n in data.get("notes") or ()), 160),
+        routed=safe(str(data.get("routed") or ""), 80).replace(" -> ", " → "),
+        broke=_broke_stream(attempts, status),
         at=epoch, key=key, from_history=from_history, data=data, event=event,
     )
+
+
+def _broke_stream(attempts: Any, status: Any) -> bool:
+    """The served stream broke after its 200 (journal.outcome_of's rule)."""
+    if not isinstance(status, int) or status >= 400 or not isinstance(attempts, list):
+        return False
+    return outcome_of({"status": status, "attempts": attempts}) == "failed"
 
 
 def event_colour(event: Event) -> str | None:

@@ -39,6 +39,8 @@ from claudex.engine.fleet.coordinator import Fleet, InstanceEventBus, instance_n
 from claudex.engine.health import HealthChecker
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
+from claudex.engine.routing import Routing, build_routing
+from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 from claudex.engine.secrets import SCRUBBER, config_secrets
 
 log = logging.getLogger("claudex.engine")
@@ -60,9 +62,11 @@ class Engine:
         env: Mapping[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
         journal: Journal | None = None,
+        router_timeout: float = ROUTER_TIMEOUT_S,
     ) -> None:
         """`journal`: where request summaries and events are kept across restarts (serve and
-        the hosting console pass one from `[history]`; tests and the demo none)."""
+        the hosting console pass one from `[history]`; tests and the demo none).
+        `router_timeout`: how long `[router]`'s classifier may take (DESIGN.md: 2 s)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -97,6 +101,9 @@ class Engine:
             self.runtimes[profile.name] = self._new_runtime(profile)
         # The features on the request lifecycle (engine/core/hooks.py): `_addons` says which.
         self.hooks = Hooks(self._addons())
+        # `[routes]` / `[router]` (engine/routing/): None when the config has neither.
+        self._router_timeout = router_timeout
+        self.routing: Routing | None = self._routing(config, None)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
@@ -128,6 +135,12 @@ class Engine:
         rt = ProviderRuntime(profile, breaker, self._credentials(profile))
         rt.stats.minutes.since = self.wall()  # requests per minute count from here
         return rt
+
+    def _routing(self, config: Config, old: Routing | None) -> Routing | None:
+        # The classifier's profile is looked up in the config of the moment (a reload keeps a
+        # router whose settings did not change).
+        return build_routing(config, old, self.forward, lambda name: self.config.profile(name),
+                             timeout_s=self._router_timeout)
 
     def _credentials(self, profile: Profile) -> Credentials:
         return Credentials(profile, env=self.env, http=self.http, wall=self.wall,
@@ -304,6 +317,7 @@ class Engine:
         SCRUBBER.add(config_secrets(config, self.env))
         self.config = config
         self.runtimes = fresh
+        self.routing = self._routing(config, self.routing)
         # A removed provider's connection pool is not closed here: requests already in flight
         # to it (a long stream) would hang, as closing an aiohttp session does not wake a body
         # being read. Its idle connections expire by keep-alive; the pool goes at `close()`,

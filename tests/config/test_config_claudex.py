@@ -106,7 +106,11 @@ def test_claudex_file_loads_with_every_key_used_or_warned() -> None:
     warned = [(w.line, w.key, w.message) for w in config.warnings]
     not_implemented = "not implemented by claudex; ignored"
     assert (line_of(text, "hyperlinks = true"), "hyperlinks", not_implemented) in warned
-    assert (line_of(text, "[router]"), "router", not_implemented) in warned
+    # `[router]` is served now (DESIGN.md "Routes"): read, not warned about.
+    assert not [w for w in warned if w[1].startswith("router")]
+    assert config.router.profile == "ollama" and config.router.model == "qwen2.5:3b"
+    assert dict(config.router.rules) == {"code": "fast", "default": "main"}
+    assert not config.router.enabled and not config.router.active
     assert (line_of(text, "[context.compression]"), "context", not_implemented) in warned
     # cheap has no max_tokens; gem has none either (it is enabled, if misconfigured).
     assert {key for _, key, _ in warned if key.endswith("max_tokens")} == {
@@ -197,18 +201,26 @@ def test_hyperlinks_any_value_is_only_a_warning(value: str) -> None:
         "t.toml:1: hyperlinks: not implemented by claudex; ignored"]
 
 
-def test_router_and_context_are_warned_once_each_at_their_first_line() -> None:
+def test_context_is_warned_once_at_its_first_line() -> None:
     config = parse_config(toml("""
-        [router.rules]
-        code = "x"
-
         [context.rag]
         enabled = true
 
         [context.sharing]
         enabled = false
         """), "t.toml", env={})
-    assert [(w.line, w.key) for w in config.warnings] == [(1, "router"), (4, "context")]
+    assert [(w.line, w.key) for w in config.warnings] == [(1, "context")]
+
+
+def test_router_rules_name_profiles_of_the_file() -> None:
+    text = PROFILE + """
+        [router.rules]
+        code = "p"
+        math = "pp"
+        """
+    issue = only_issue(text)
+    assert (issue.line, issue.key) == (line_of(toml(text), 'math = "pp"'), "router.rules.math")
+    assert issue.message == 'unknown profile "pp" (did you mean "p"?)'
 
 
 # --- profile keys ---------------------------------------------------------------------------

@@ -188,7 +188,7 @@ class RequestLines(ScrollView, can_focus=False):
         if cursor:
             parts.append("request-log--cursor")
         base = self._style(*parts)
-        colour = ("green" if row.status is not None and row.status < 400
+        colour = ("green" if row.status is not None and row.status < 400 and not row.broke
                   else "yellow" if row.status == 429 else "red")
         status_style = base + Style.parse(f"bold {self.palette.get(f'claudex-{colour}', '')}")
         trail_colour = self.palette.get("claudex-yellow", "") if row.failed_over else ""

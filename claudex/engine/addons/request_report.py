@@ -25,6 +25,7 @@ from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, EventBus, EventKind
 from claudex.engine.header_policy import shown_headers
+from claudex.engine.history.journal import outcome_of_attempts
 from claudex.engine.secrets import SCRUBBER
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class RequestRecord:
         "provider",
         "request_id",
         "route",
+        "routed",
         "status",
         "stream",
         "time",
@@ -95,6 +97,8 @@ class RequestRecord:
         self.stream = req.stream
         self.request_id = req.request_id
         self.route = req.route
+        # The route that chose the profile ("long_context -> gemini"), when one did.
+        self.routed: str | None = None if req.routed is None else req.routed.label
         self.headers: Mapping[str, str] = req.headers
         self.provider = result.provider
         self.status = result.status
@@ -109,11 +113,20 @@ class RequestRecord:
     def trail(self) -> str:
         return " -> ".join(a.label() for a in self.attempts)
 
+    def outcome(self) -> str:
+        """`ok`, `failover` or `failed` (a committed stream that broke included)."""
+        return outcome_of_attempts(self.status, self.attempts)
+
     def sentence(self) -> str:
         """The request log's line: `anthropic claude-x -> grok 200 [deepseek 503 -> grok 200]
-        12.3 ms`, with what was dropped and changed."""
+        12.3 ms`, with the route that chose the profile, what was dropped and changed. A
+        committed stream that broke answered 200, but the client got an error event: `200
+        stream failed`."""
+        broke = " stream failed" if self.status < 400 and self.outcome() == "failed" else ""
         message = (f"{self.protocol} {self.model or '-'} -> {self.provider or 'none'} "
-                   f"{self.status} [{self.trail()}] {self.ms:.1f} ms")
+                   f"{self.status}{broke} [{self.trail()}] {self.ms:.1f} ms")
+        if self.routed is not None:
+            message += f" route {self.routed}"
         if self.dropped:
             message += f" dropped: {', '.join(self.dropped)}"
         if self.notes:
@@ -128,6 +141,8 @@ class RequestRecord:
             "profile": self.profile,
             "provider": self.provider,
             "status": self.status,
+            "outcome": self.outcome(),
+            "routed": self.routed,
             "stream": self.stream,
             "latency_ms": round(self.ms, 2),
             "attempts": [a.to_json() for a in self.attempts],

@@ -130,6 +130,11 @@ class Forwarder:
         core = self.core
         req.request_id = f"{self._id_base}-{_base36(next(self._ids))}"
         flow = Flow(req, core.clock(), core.wall())
+        routing = core.routing  # None unless the config has routes (engine/routing/)
+        if routing is not None and req.profile is None and req.endpoint != "count_tokens":
+            routed = await routing.choose(req)
+            if routed is not None:  # the route's profile is addressed: its own chain serves
+                req.routed, req.profile = routed, routed.profile
         addressed, names = self.chain(req)
         if addressed is not None:
             flow.addressed = addressed.name
@@ -145,6 +150,8 @@ class Forwarder:
             self._ended(flow)  # cancelled, or a claudex bug: the request is over all the same
             raise
         result.headers["x-claudex-request-id"] = req.request_id
+        if req.routed is not None:
+            result.headers["x-claudex-route"] = req.routed.label
         flow.result = result
         flow.ms = (core.clock() - flow.started) * 1000.0
         stream = result.stream

@@ -12,6 +12,21 @@ from claudex.engine.core.usage import Usage
 Endpoint = Literal["messages", "count_tokens", "chat", "responses"]
 
 
+@dataclass(frozen=True)
+class Routed:
+    """Why a request on a default route went to another profile than the default one
+    (DESIGN.md "Routes"): the route (`long_context`, `router:code`) and the profile (or pool)
+    whose chain served it."""
+
+    route: str
+    profile: str
+
+    @property
+    def label(self) -> str:
+        """As the trail, the log line and the `x-claudex-route` header name it."""
+        return f"{self.route} -> {self.profile}"
+
+
 @dataclass
 class ProxyRequest:
     protocol: WireProtocol             # the client's protocol
@@ -24,6 +39,7 @@ class ProxyRequest:
     query: str = ""                    # the client's query string (`beta=true`), undecoded
     route: str = ""                    # the path the client used (`/proxy/grok/v1/messages`)
     request_id: str = ""               # set by the engine: unique among its requests
+    routed: Routed | None = None       # set by the engine when a route chose the profile
 
     @property
     def stream(self) -> bool:

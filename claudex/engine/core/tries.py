@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from claudex.config.model import Config
 from claudex.engine.addons.signatures import SignatureMemory
@@ -22,6 +22,9 @@ from claudex.engine.core.transport import Transport, UpstreamResponse
 from claudex.engine.credentials.cache import AuthHeaders
 from claudex.engine.events import EventBus
 
+if TYPE_CHECKING:  # routing builds requests the core serves: a type only, no import cycle
+    from claudex.engine.routing import Routing
+
 
 class EngineCore(Protocol):
     config: Config
@@ -34,6 +37,7 @@ class EngineCore(Protocol):
     events: EventBus
     signatures: SignatureMemory
     hooks: Hooks
+    routing: Routing | None
 
     def escalate(self, sentence: str) -> None: ...
 

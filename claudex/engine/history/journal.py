@@ -2,11 +2,11 @@
 
 What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
 that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
-translation dropped, tokens in/out when known, its request id, the route the client used and the
-client's headers (engine/header_policy.py: every name, values off its allow-list masked); for
-every other event its kind, profile, sentence and data. Never a body or a secret (the engine's
-events hold none: their texts pass the scrubber before they are published, and headers are
-masked then).
+translation dropped, tokens in/out when known, its request id, the route the client used, the
+client's headers (engine/header_policy.py: every name, values off its allow-list masked) and the
+route that chose its profile (`routed`: "long_context -> gemini"); for every other event its
+kind, profile, sentence and data. Never a body or a secret (the engine's events hold none: their
+texts pass the scrubber before they are published, and headers are masked then).
 
 Migrations: columns a newer claudex added are added to an older file when it is opened, and
 `PRAGMA user_version` says what the rows have been through. Version 1: the client headers of
@@ -33,7 +33,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS requests (
     endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
     latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
     input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
-    request_id TEXT, route TEXT, headers TEXT);
+    request_id TEXT, route TEXT, headers TEXT, routed TEXT);
 CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
 CREATE TABLE IF NOT EXISTS events (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
@@ -71,9 +71,10 @@ CREATE INDEX IF NOT EXISTS events_time ON events(time);
 _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", "profile",
                            "provider", "status", "outcome", "latency_ms", "stream", "trail",
                            "attempts", "dropped", "input_tokens", "output_tokens",
-                           "cache_read_tokens", "request_id", "route", "headers")
+                           "cache_read_tokens", "request_id", "route", "headers", "routed")
 # Columns added after the first schema: a database file from before gains them when opened.
-_ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"))
+_ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"),
+                                 ("routed", "TEXT"))
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
 # `PRAGMA user_version` once the rows' headers have been masked by the header policy.
 HEADERS_REMASKED: Final = 1
@@ -81,11 +82,28 @@ HEADERS_REMASKED: Final = 1
 
 def outcome_of(data: dict[str, Any]) -> str:
     """`ok` (served by the first provider tried), `failover` (served after another failed or
-    was skipped) or `failed` (no provider answered well)."""
+    was skipped) or `failed` (no provider answered well, or the stream it committed to broke:
+    the client got an error event after a 200)."""
+    attempts = data.get("attempts") or []
     status = data.get("status")
-    if not isinstance(status, int) or status >= 400:
+    last = attempts[-1] if attempts else None
+    broke = isinstance(last, dict) and last.get("outcome") in _BROKE_AFTER_COMMIT
+    if not isinstance(status, int) or status >= 400 or broke:
         return "failed"
-    return "failover" if len(data.get("attempts") or []) > 1 else "ok"
+    return "failover" if len(attempts) > 1 else "ok"
+
+
+def outcome_of_attempts(status: int, attempts: Sequence[Attempt]) -> str:
+    """`outcome_of` for a request as the engine has it (before its event is made)."""
+    if status >= 400 or (attempts and attempts[-1].outcome in _BROKE_AFTER_COMMIT):
+        return "failed"
+    return "failover" if len(attempts) > 1 else "ok"
+
+
+# The served attempt's outcome when the stream broke after its commit (engine/core/ledger.py
+# `broke_mid_stream`); before the commit the same failure is followed by another attempt or
+# ends in an error status.
+_BROKE_AFTER_COMMIT = frozenset({"stream_error"})
 
 
 def _request_row(event: Event) -> tuple[Any, ...]:
@@ -97,7 +115,8 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             json.dumps(d.get("attempts") or []), json.dumps(d.get("dropped") or []),
             usage.get("input_tokens"), usage.get("output_tokens"),
             usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
-            json.dumps(d["headers"]) if d.get("headers") is not None else None)
+            json.dumps(d["headers"]) if d.get("headers") is not None else None,
+            d.get("routed") or None)
 
 
 class RequestFacts(Protocol):
@@ -121,6 +140,7 @@ class RequestFacts(Protocol):
     request_id: str
     route: str
     headers: Mapping[str, str]
+    routed: str | None
 
     def trail(self) -> str: ...
 
@@ -130,7 +150,7 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
     set's JSON once: this runs for every request)."""
     attempts = r.attempts
     usage = r.usage
-    outcome = "failed" if r.status >= 400 else "failover" if len(attempts) > 1 else "ok"
+    outcome = outcome_of_attempts(r.status, attempts)
     return (r.id, r.time, r.protocol, r.endpoint, r.model, r.profile, r.provider, r.status,
             outcome, round(r.ms, 2), 1 if r.stream else 0, r.trail(),
             orjson.dumps([a.to_json() for a in attempts]).decode(),
@@ -138,7 +158,8 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             usage.input_tokens if usage is not None else None,
             usage.output_tokens if usage is not None else None,
             usage.cache_read_tokens if usage is not None else None,
-            r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)))
+            r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
+            r.routed)
 
 
 _HEADERS_JSON: dict[int, tuple[dict[str, str], str]] = {}
@@ -194,6 +215,10 @@ def _migrate(conn: sqlite3.Connection) -> None:
             try:
                 conn.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
             except sqlite3.OperationalError as exc:
+                if "readonly" in str(exc):  # as the remasking below: tried at the next start
+                    log.warning("history: the journal cannot gain its %s column now (%s); "
+                                "trying again at the next start", name, exc)
+                    break
                 if "duplicate column" not in str(exc):  # another engine added it just now
                     raise
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")

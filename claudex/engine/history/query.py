@@ -89,7 +89,7 @@ def parse_query(params: Mapping[str, str], now: float) -> HistoryQuery:
 
 # What `q` looks through, per table (those a journal's schema has).
 _REQUEST_SEARCH: Final = ("provider", "profile", "model", "outcome", "status", "request_id",
-                          "route", "protocol", "trail", "attempts", "dropped")
+                          "route", "protocol", "trail", "attempts", "dropped", "routed")
 _EVENT_SEARCH: Final = ("kind", "profile", "message")
 
 

@@ -22,6 +22,8 @@ TOOL_OVERHEAD = 8
 
 
 def text_tokens(text: str) -> float:
+    if text.isascii():  # most text: counted at C speed, not a character at a time
+        return len(text) / 4
     ascii_chars = sum(1 for ch in text if ch < "\x80")
     return ascii_chars / 4 + (len(text) - ascii_chars)
 
