@@ -31,6 +31,7 @@ To run fakes in a process of their own (benchmarks, a demo in another terminal),
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Iterable, Sequence
 from enum import Enum
@@ -156,6 +157,9 @@ class FakeProvider:
         sampling settings (`claudex.demo.fake_responses`)."""
         self.stream_delay_ms = stream_delay_ms
         """Pause between SSE events (0: the whole stream in one write)."""
+        self.reply_text: str | None = None
+        """When set, every answer without a tool call says exactly this (a classifier model's
+        one-word answer: claudex's `[router]` tests); None: the usual greeting."""
         self.max_in_flight: int | None = None
         """API requests answered at once; one more gets 429 with `faults.retry_after`, as a
         provider limiting concurrency does. None: no limit."""
@@ -494,6 +498,8 @@ class FakeProvider:
             )
         except BadRequest as error:
             return self._writer.error(error.kind, str(error))
+        if self.reply_text is not None and reply.tool_call is None:
+            reply = dataclasses.replace(reply, words=tuple(self.reply_text.split(" ")))
         if kind == "count_tokens":
             return self._writer.json(200, {"input_tokens": reply.input_tokens})
         if streaming:
