@@ -10,9 +10,10 @@ Two rewrites, both pure (the caller supplies who signed what):
    Dropping is deterministic, so every provider keeps seeing the same history for the blocks
    it produced (newer models check that nothing before a block changed).
 2. When thinking is on and the conversation is in a tool-use loop whose last assistant turn
-   does not start with a thinking block (another provider served it, or its block was just
-   dropped), thinking is turned off for the request as the model allows
-   (`claudex.providers.thinking_models`). Only the final assistant turn needs the block:
+   does not start with a thinking block (its block was just dropped, or it never had one:
+   another provider served it, or the client keeps no thinking in its history), thinking is
+   turned off for the request as the model allows (`claudex.providers.thinking_models`), and
+   the note says which of the two was found. Only the final assistant turn needs the block:
    earlier turns may lack one.
 
 `make_portable` returns None when there is nothing to say, and a `Portable` whose body is the
@@ -35,6 +36,12 @@ _THINKING_EDIT_PREFIX: Final = "clear_thinking"
 _EFFORT_ORDER: Final = ("low", "medium", "high", "xhigh", "max")
 
 SERVED_ELSEWHERE: Final = "last tool-use turn served elsewhere"
+"""Why thinking goes off when the last tool-use turn's thinking block was signed by another
+provider (and so was just dropped)."""
+NO_THINKING_BLOCK: Final = "the history has no thinking block before the last tool use"
+"""Why it goes off when that turn has no thinking block at all: another provider may have served
+it, or the client sends its history without thinking blocks (qwen-code does, with thinking on
+and one provider serving every turn): what was found is said, not guessed."""
 
 Signer = Callable[[str], str | None]
 """The provider that produced a signature, or None when claudex never saw it."""
@@ -86,7 +93,10 @@ def make_portable(body: dict[str, Any], *, target: str, model: str | None,
     if notes:
         changes["messages"] = messages
     if _final_tool_turn_unthought(messages):
-        _thinking_off(body, model, changes, notes)
+        # Its block was there before the foreign ones went (`messages` is then a new list).
+        why = SERVED_ELSEWHERE if messages is not body["messages"] \
+            and not _final_tool_turn_unthought(body["messages"]) else NO_THINKING_BLOCK
+        _thinking_off(body, model, changes, notes, why)
     if not notes:
         return None
     if not changes:
@@ -174,8 +184,9 @@ def _has_tool_result(message: Any) -> bool:
 
 
 def _thinking_off(body: dict[str, Any], model: str | None, changes: dict[str, Any],
-                  notes: list[str]) -> None:
-    """Turn thinking off in `changes` (None: remove the key) the way `model` accepts."""
+                  notes: list[str], why: str) -> None:
+    """Turn thinking off in `changes` (None: remove the key) the way `model` accepts; `why`
+    ends the note."""
     info = thinking_model(model)
     thinking = body.get("thinking")
     if thinking is None:
@@ -185,14 +196,14 @@ def _thinking_off(body: dict[str, Any], model: str | None, changes: dict[str, An
     if not on:
         return
     if info.off is ThinkingOff.IMPOSSIBLE:
-        notes.append(f"thinking kept on: {model} cannot turn it off ({SERVED_ELSEWHERE})")
+        notes.append(f"thinking kept on: {model} cannot turn it off ({why})")
         return
     if info.off is ThinkingOff.BETWEEN_TOOLS:
         changes["thinking"] = {"type": "between_tools"}
-        notes.append(f"thinking between_tools: {SERVED_ELSEWHERE}")
+        notes.append(f"thinking between_tools: {why}")
         return
     changes["thinking"] = None if info.off is ThinkingOff.OMIT else {"type": "disabled"}
-    notes.append(f"thinking off: {SERVED_ELSEWHERE}")
+    notes.append(f"thinking off: {why}")
     _cap_effort(body, info.off_max_effort, changes, notes)
     _without_thinking_edits(body, changes)
 

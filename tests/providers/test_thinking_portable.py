@@ -140,7 +140,8 @@ def test_thinking_is_left_out_where_that_means_off(model: str) -> None:
     # clear_thinking needs thinking on; it was the only edit, so context_management goes.
     assert "context_management" not in out.body
     assert out.body["output_config"] == {"effort": "medium"}
-    assert out.notes == ("thinking off: last tool-use turn served elsewhere",)
+    assert out.notes == ("thinking off: the history has no thinking block before the last tool "
+                         "use",)
     assert out.body["messages"] is body["messages"]  # nothing dropped: history untouched
 
 
