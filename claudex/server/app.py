@@ -22,6 +22,7 @@ from claudex.engine.engine import Engine
 from claudex.engine.history.query import HistoryQueryError, parse_query, read_history
 from claudex.server import metrics
 from claudex.server.event_stream import EventStreams
+from claudex.server.model_list import anthropic_list, model_ids, openai_list
 from claudex.server.proxy_asgi import ProxyRoutes
 from claudex.server.security import ASGIApp, SecurityMiddleware, is_loopback_host
 
@@ -60,25 +61,10 @@ def create_app(
                 body = {"error": {"message": message, "type": "invalid_request_error",
                                   "param": None, "code": "profile_not_found"}}
             return JSONResponse(body, status_code=404)
-        profiles = [p for p in config.profiles
-                    if p.enabled and (chosen is None or p.name == chosen)]
-        ids: list[str] = []
-        for p in profiles:
-            for model in (p.default_model, *p.models.values()):
-                if model and model not in ids:
-                    ids.append(model)
-        created = int(engine.started_at)
+        ids = model_ids(config, chosen)
         if "anthropic-version" in request.headers:
-            data: list[dict[str, Any]] = [
-                {"type": "model", "id": m, "display_name": m,
-                 "created_at": "2025-01-01T00:00:00Z"} for m in ids
-            ]
-            return JSONResponse({"data": data, "has_more": False,
-                                 "first_id": ids[0] if ids else None,
-                                 "last_id": ids[-1] if ids else None})
-        return JSONResponse({"object": "list", "data": [
-            {"id": m, "object": "model", "created": created, "owned_by": "claudex"} for m in ids
-        ]})
+            return JSONResponse(anthropic_list(ids))
+        return JSONResponse(openai_list(ids, int(engine.started_at)))
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, "profiles": len(engine.runtimes)})
