@@ -182,6 +182,8 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"{path} already exists; `claudex init` never replaces a config. Check it with "
             "`claudex check`, or pass --config NEW_FILE to write a starter somewhere else."
         )
+    if args.from_ccr:
+        return _init_from_ccr(Path(args.from_ccr).expanduser(), path)
     found = discover(os.environ)
     text = starter_text(found, str(example_config_path()))
     # What init writes must load; a failure here is claudex's bug, reported before any write.
@@ -195,6 +197,40 @@ def cmd_init(args: argparse.Namespace) -> int:
         print(f"  {line}")
     names = ", ".join(p.name for p in config.profiles)
     print(f"Wrote {path} (mode 0600) with {len(config.profiles)} profile(s): {names}.")
+    print("Next: `claudex check`, then `claudex serve` and, in another terminal, `claudex run`.")
+    return 0
+
+
+def _init_from_ccr(source: Path, path: Path) -> int:
+    """`claudex init --from-ccr FILE`: the claude-code-router config as a claudex one."""
+    from claudex.config.ccr_json import CcrFileError
+    from claudex.config.from_ccr import convert_ccr
+    from claudex.config.loader import parse_config
+    from claudex.engine.secrets import write_text_atomic
+
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise CliError(f"Cannot read {source}: {why}") from None
+    try:
+        converted = convert_ccr(text, str(source))
+    except CcrFileError as exc:
+        raise CliError(f"{exc} — nothing was written") from None
+    # What init writes must load; a failure here is claudex's bug, reported before any write.
+    parse_config(converted.text, str(path), env={})
+    try:
+        write_text_atomic(path, converted.text, 0o600)
+    except OSError as exc:
+        raise CliError(f"Cannot write {path}: {exc.strerror or type(exc).__name__}") from None
+    print(f"Wrote {path} (mode 0600) from {source}: {len(converted.profiles)} profile(s) "
+          f"({', '.join(converted.profiles)}), default {converted.default_profile}.")
+    for route, profile in converted.routes.items():
+        print(f"  route {route} -> {profile}")
+    if converted.variables:
+        print("Set these variables before `claudex serve` (no key was copied):")
+        for variable, why in converted.variables.items():
+            print(f"  {variable}: {why}")
     print("Next: `claudex check`, then `claudex serve` and, in another terminal, `claudex run`.")
     return 0
 
@@ -485,6 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("check", "validate the config and list every problem")
     p.set_defaults(func=cmd_check)
     p = add("init", "write a starter config from the logins and API-key variables found")
+    p.add_argument("--from-ccr", metavar="FILE",
+                   help="convert a claude-code-router config.json instead (no key is copied)")
     p.set_defaults(func=cmd_init)
     p = add("status", "show the running engine's providers")
     p.add_argument("--json", action="store_true", help="the status JSON, for scripts")
