@@ -161,7 +161,28 @@ def cmd_check(args: argparse.Namespace) -> int:
             state = problem or "[green]ready[/]"
         table.add_row(p.name, _SHORT_TYPES.get(p.provider_type, p.provider_type), chain, state)
     out.print(table)
+    for line in _routing_lines(config):
+        out.print(line, markup=False)
     return 0
+
+
+def _routing_lines(config: Config) -> list[str]:
+    """What `[routes]` and `[router]` do, for `claudex check` (nothing when neither is set)."""
+    lines = []
+    targets = config.routes.targets()
+    if targets:
+        shown = ", ".join(f"{route} → {profile}" for route, profile in targets.items())
+        tokens = f" (over {config.routes.long_context_tokens:,} tokens)" \
+            if "long_context" in targets else ""
+        lines.append(f"routes: {shown}{tokens}")
+    router = config.router
+    if router.active:
+        model = f" ({router.model})" if router.model else ""
+        rules = ", ".join(f"{name} → {profile}" for name, profile in router.rules.items())
+        lines.append(f"router: {router.profile}{model} classifies each conversation: {rules}")
+    elif router.rules or router.profile:
+        lines.append("router: off (enabled = false)")
+    return lines
 
 
 _SHORT_TYPES = {
