@@ -7,10 +7,10 @@ fixed amount per image or document. What is read: the text of the system prompt 
 of every message or input item (tool calls' arguments and tool results included), and of the
 tools offered. Ids, signatures, `cache_control` and other framing are not prompt.
 
-`could_be_long` decides from the body's size alone whether the estimate could pass a threshold,
-so a request that is obviously short costs one length check: every character is one byte or
-more, an ASCII one a quarter of a token, any other one token at most (two bytes or more in
-UTF-8). Images are the exception (a fixed 1,600 tokens however small their data); a small image
+`could_be_long` decides from the body's bytes alone whether the estimate could pass a
+threshold, so a request that is obviously short costs one length check: every character is one
+byte or more, an ASCII one a quarter of a token, any other one token at most (two bytes or more
+in UTF-8). Images are the exception (a fixed 1,600 tokens however small their data); a small image
 costs few real tokens, so missing one there is harmless.
 """
 
@@ -38,10 +38,21 @@ _PROMPT_KEYS: Final[Mapping[str, tuple[str, ...]]] = {
 }
 
 
+_ASCII: Final = bytes(range(128))
+
+
 def could_be_long(raw: bytes, threshold: int) -> bool:
-    """Whether a body of these bytes could be estimated over `threshold` tokens."""
-    most = len(raw) / 4 if raw.isascii() else len(raw) / 2
-    return most > threshold
+    """Whether a body of these bytes could be estimated over `threshold` tokens: at most a
+    quarter of a token per ASCII byte, half a token per other byte (a character outside ASCII
+    takes two bytes or more in UTF-8). The cheapest bound first: most bodies stop at a length
+    check, the rest at a C-speed pass over their bytes (~70 µs a MB to see that they are all
+    ASCII, ~640 µs to count the others)."""
+    if len(raw) / 2 <= threshold:
+        return False
+    if raw.isascii():
+        return len(raw) / 4 > threshold
+    other = len(raw.translate(None, _ASCII))
+    return (len(raw) - other) / 4 + other / 2 > threshold
 
 
 def estimated_prompt_tokens(protocol: Protocol, body: Mapping[str, Any]) -> int:
