@@ -422,6 +422,10 @@ def _client_env(args: argparse.Namespace, profile: str | None) -> dict[str, str]
             config = load_config(path)
         except ConfigError:
             config = None
+    if profile == "auto" and config is not None and config.profile("auto") is None:
+        # Claudex's `claudex run auto` reached its router; here that is the default route,
+        # where [routes] and [router] apply.
+        profile = None
     if profile and config is not None and config.profile(profile) is None:
         names = ", ".join(p.name for p in config.profiles)
         raise CliError(f"No profile named {profile!r} in {path} (have: {names}).")
@@ -465,7 +469,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         env[key] = os.path.expandvars(value) if value.startswith("$") else value
     target = None
     if config is not None:
-        target = config.profile(args.profile) if args.profile else config.default_profile
+        named = args.profile if args.profile != "auto" or config.profile("auto") else None
+        target = config.profile(named) if named else config.default_profile
     if target is not None:
         # The profile's `extra_env` goes last, as in Claudex: what the file says wins.
         env.update(target.extra_env)

@@ -135,6 +135,9 @@ async def test_check_ok_and_env_and_run(tmp_path: Path) -> None:
     assert "export ANTHROPIC_BASE_URL='http://127.0.0.1:14000/proxy/grok'" in out
     code, _, err = await claudex("--config", str(path), "env", "nope")
     assert code == 1 and "No profile named 'nope'" in err
+    # Claudex's `auto` (its router) is the default route, where routes apply.
+    code, out, _ = await claudex("--config", str(path), "env", "auto")
+    assert code == 0 and "export ANTHROPIC_BASE_URL='http://127.0.0.1:14000'" in out
     # `run` says how to start the proxy when none answers.
     code, _, err = await claudex("--config", str(path), "run", "grok", "--", "true")
     assert code == 1 and "claudex serve" in err
