@@ -107,7 +107,7 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("model", _text(r.get("model"))),
         ("profile", _text(r.get("profile")) if r.get("profile") or not r.get("route")
          else "the default profile"),
-        ("routed", f"route {r['routed']}" if r.get("routed") else NONE),
+        *((("routed", f"route {r['routed']}"),) if r.get("routed") else ()),
         ("served by", _text(r.get("provider")) if r.get("provider") else "none"),
         ("status", status),
         ("latency", latency),
