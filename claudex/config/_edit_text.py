@@ -9,7 +9,7 @@ its docstring states the editing rules these functions implement.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import tomlkit
@@ -46,7 +46,8 @@ def profile_from_text(text: str, name: str, *, file: str = "<config>") -> dict[s
 
 
 def references_to(text: str, name: str, *, file: str = "<config>") -> list[str]:
-    """Where `name` is referenced: profiles listing it as a backup, and `proxy.default_profile`.
+    """Where `name` is referenced: profiles listing it as a backup, `proxy.default_profile`,
+    `[routes]` and `[router]` (`routes.background`, `router.profile`, `router.rules.code`).
 
     Lets a caller say what deleting or renaming the profile will also change.
     """
@@ -58,6 +59,7 @@ def references_to(text: str, name: str, *, file: str = "<config>") -> list[str]:
     ]
     if _default_profile(doc) == name:
         found.append("proxy.default_profile")
+    found += [where for where, _, _ in _route_references(doc, name)]
     return found
 
 
@@ -100,9 +102,10 @@ def with_profile_deleted(
 ) -> str:
     """`text` without the profile's table (its own comments go with it).
 
-    With `drop_references`, it is also removed from other profiles' `backup_providers` and a
-    `[proxy] default_profile` naming it is removed (the first enabled profile becomes the default);
-    without, such references make the result invalid.
+    With `drop_references`, it is also removed from other profiles' `backup_providers`, a
+    `[proxy] default_profile` naming it is removed (the first enabled profile becomes the default),
+    and so are the routes and router rules naming it (a router whose classifier it was is turned
+    off); without, such references make the result invalid.
     """
     doc = _parse(text, file)
     table = _find_profile(doc, name)
@@ -117,6 +120,10 @@ def with_profile_deleted(
         if _default_profile(doc) == name:
             proxy = doc["proxy"]
             del proxy["default_profile"]
+        for where, holder, key in _route_references(doc, name):
+            del holder[key]
+            if where == "router.profile" and holder.get("enabled") is True:
+                holder["enabled"] = False  # no classifier left to ask
     return doc.as_string()
 
 
@@ -183,6 +190,27 @@ def _rename_references(doc: tomlkit.TOMLDocument, old: str, new: str, *, skip: T
                     backups[index] = new  # item by item: the array keeps its layout
     if _default_profile(doc) == old:
         doc["proxy"]["default_profile"] = new
+    for _, holder, key in _route_references(doc, old):
+        holder[key] = new  # tomlkit keeps the line's trailing comment
+
+
+def _route_references(doc: tomlkit.TOMLDocument,
+                      name: str) -> list[tuple[str, MutableMapping[str, Any], str]]:
+    """Where `[routes]` and `[router]` name the profile: (label, table, key)."""
+    found: list[tuple[str, MutableMapping[str, Any], str]] = []
+    routes = doc.get("routes")
+    if isinstance(routes, MutableMapping):
+        found += [(f"routes.{key}", routes, key) for key, value in routes.items()
+                  if value == name and key != "long_context_tokens"]
+    router = doc.get("router")
+    if isinstance(router, MutableMapping):
+        if router.get("profile") == name:
+            found.append(("router.profile", router, "profile"))
+        rules = router.get("rules")
+        if isinstance(rules, MutableMapping):
+            found += [(f"router.rules.{key}", rules, key) for key, value in rules.items()
+                      if value == name]
+    return found
 
 
 def _set_key(table: Table, key: str, value: Any) -> None:

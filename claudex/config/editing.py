@@ -10,8 +10,9 @@ the console byte for byte outside the edited lines. The rules:
   profile has one, else after the profile's last key, before any trailing comment block (which
   often introduces the next table).
 - A key set to None is removed with its line; comment lines above it stay (never lose a comment).
-- Renaming a profile also renames it in other profiles' `backup_providers` and in
-  `[proxy] default_profile`; deleting one also drops those references (see `delete_profile`).
+- Renaming a profile also renames it in other profiles' `backup_providers`, in
+  `[proxy] default_profile`, `[routes]` and `[router]`; deleting one also drops those references
+  (see `delete_profile`).
 
 Every write builds the whole new text first, validates it with the same validator as
 `claudex check` (`parse_config`) and only then replaces the file atomically. A `ConfigError`

@@ -15,6 +15,7 @@ from claudex.config import _checks
 from claudex.config._checks import Checker
 from claudex.config._fleet_checks import FLEET_KEYS
 from claudex.config._history_checks import HISTORY_KEYS
+from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS
 from claudex.config.model import (
     BreakerSettings,
     FleetSettings,
@@ -23,6 +24,8 @@ from claudex.config.model import (
     Profile,
     ProxySettings,
     RetrySettings,
+    RouterSettings,
+    RoutesSettings,
 )
 from claudex.docs_gen.example_file import ExampleFile, parse
 from claudex.docs_gen.markdown import code, table
@@ -52,6 +55,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("health", _checks._HEALTH_KEYS, HealthSettings),
     Section("history", HISTORY_KEYS, HistorySettings),
     Section("fleet", FLEET_KEYS, FleetSettings, "read at start; a reload does not change it"),
+    Section("routes", ROUTES_KEYS, RoutesSettings, "requests on /v1/... only"),
+    Section("router", ROUTER_KEYS, RouterSettings, "Claudex's"),
 )
 _SPECIAL_TABLES = ("profiles", "model_aliases")
 # Defaults the loader applies that differ from the model's field (which holds the resolved

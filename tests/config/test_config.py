@@ -100,11 +100,12 @@ def test_example_file_documents_only_real_keys() -> None:
                if table != "model_aliases" and key not in allowed[table]]
     assert not unknown
     commented = re.findall(r"^# \[([a-z_]+)\]$", text, flags=re.MULTILINE)
-    assert commented == ["fleet", "model_aliases"]
+    assert commented == ["fleet", "model_aliases", "routes", "router"]
     tables = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n" for (table, key), value
                                              in shown.items() if table == name)
                      for name in commented)
-    config = parse_config(tables, env={})
+    config = parse_config(text + tables, env={})  # the routes name the example's profiles
+    assert config.routes.configured and config.router.active
     assert config.model_aliases == {"fast": "claude-haiku-4-5"}
     assert config.fleet.redis_url == "redis://127.0.0.1:6379/0"
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from claudex.config import ConfigError, ConfigIssue, parse_config
+from claudex.config import ConfigError, ConfigIssue, load_config, parse_config
+from claudex.config.editing import delete_profile, references_to, rename_profile
 from tests.conftest import TEST_ENV
 from tests.paths import EXAMPLE
 
@@ -56,10 +57,10 @@ def test_the_example_files_routes_and_router_work_once_uncommented(tmp_path: Pat
                           env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent",
                                "COLUMNS": "300", **TEST_ENV})
     assert done.returncode == 0, done.stdout + done.stderr
-    assert ("routes: long_context → grok, web_search → grok, thinking → deepseek, background "
-            "→ deepseek (over 60,000 tokens)") in done.stdout
+    assert ("routes: long_context → claude, web_search → claude, thinking → deepseek, "
+            "background → deepseek (over 60,000 tokens)") in done.stdout
     assert ("router: deepseek (deepseek-chat) classifies each conversation: code → claude, "
-            "analysis → grok, default → claude") in done.stdout
+            "analysis → deepseek, default → claude") in done.stdout
 
 
 def test_routes_load_with_their_defaults() -> None:
@@ -104,3 +105,41 @@ def test_a_router_that_cannot_route_well_is_warned_about() -> None:
     assert [w.message for w in config.warnings if w.key.startswith("router")] == [
         'the router has no categories ([router.rules] CATEGORY = "profile"): it routes nothing']
     assert not config.router.active
+
+
+ROUTED = PROFILES + """
+[routes]
+long_context = "big"   # the long one
+background = "main"
+
+[router]
+enabled = true
+profile = "big"
+
+[router.rules]
+code = "big"
+default = "main"
+"""
+
+
+def test_renaming_a_profile_renames_it_in_routes_and_the_router(tmp_path: Path) -> None:
+    path = tmp_path / "profiles.toml"
+    path.write_text(ROUTED)
+    assert references_to(ROUTED, "big") == ["routes.long_context", "router.profile",
+                                            "router.rules.code"]
+    rename_profile(path, "big", "huge")
+    text = path.read_text()
+    assert 'long_context = "huge"   # the long one' in text
+    config = load_config(path, env={})
+    assert config.routes.long_context == "huge" and config.router.profile == "huge"
+    assert dict(config.router.rules) == {"code": "huge", "default": "main"}
+
+
+def test_deleting_a_profile_drops_its_routes_and_turns_off_its_router(tmp_path: Path) -> None:
+    path = tmp_path / "profiles.toml"
+    path.write_text(ROUTED)
+    delete_profile(path, "big")
+    config = load_config(path, env={})
+    assert config.routes.targets() == {"background": "main"}
+    assert not config.router.enabled and config.router.profile is None
+    assert dict(config.router.rules) == {"default": "main"}

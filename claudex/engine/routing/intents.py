@@ -77,8 +77,8 @@ class IntentRouter:
         asking = self._asking.get(key)
         if asking is None:
             question = first_user_words(protocol, body)
-            if not question:  # nothing to classify (yet): not remembered
-                return self._fallback("the conversation has no user text to classify")
+            if not question:  # nothing to classify (yet): not remembered, nor logged
+                return Decision("default", self.settings.default, "no user text to classify")
             # A task of its own: a client that leaves does not cancel the question the other
             # turns of its conversation wait for.
             asking = asyncio.ensure_future(self._classify_and_remember(
