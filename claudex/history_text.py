@@ -55,6 +55,8 @@ def record_from_event(event: Event) -> dict[str, Any]:
         "headers": d.get("headers") if isinstance(d.get("headers"), dict) else None,
         "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
         "cache_read_tokens": usage.get("cache_read_tokens"),
+        "cache_write_tokens": usage.get("cache_write_tokens"),
+        "cost_usd": d.get("cost_usd"), "cost_basis": d.get("cost_basis"),
     }
 
 
@@ -78,10 +80,37 @@ def _text(value: object) -> str:
 
 def _tokens(r: Mapping[str, Any]) -> str:
     tin, tout, cached = r.get("input_tokens"), r.get("output_tokens"), r.get("cache_read_tokens")
+    written = r.get("cache_write_tokens")
     if tin is None and tout is None:
         return NONE
     text = f"{tin or 0} in / {tout or 0} out"
-    return text + (f" (+{cached} cache reads)" if cached else "")
+    extra = [f"{cached} cache reads" if cached else "",
+             f"{written} cache writes" if written else ""]
+    extra = [e for e in extra if e]
+    return text + (f" (+{', '.join(extra)})" if extra else "")
+
+
+def usd_text(usd: object) -> str:
+    """`$0.0123`, `$1.24`, `$1,234`: four significant places below a dollar."""
+    if not isinstance(usd, int | float) or isinstance(usd, bool):
+        return NONE
+    if usd >= 1000:
+        return f"${usd:,.0f}"
+    if usd >= 1:
+        return f"${usd:.2f}"
+    return f"${usd:.4f}" if usd >= 0.0001 or usd == 0 else f"${usd:.6f}"
+
+
+def cost_words(r: Mapping[str, Any]) -> str:
+    """A request's price: `$0.0123`, `$0.0123 API-equivalent` (a subscription login), or
+    `unpriced` for tokens the price table has no price for."""
+    if r.get("input_tokens") is None and r.get("output_tokens") is None:
+        return NONE
+    usd = r.get("cost_usd")
+    if not isinstance(usd, int | float):
+        return "unpriced"
+    return usd_text(usd) + (" API-equivalent" if r.get("cost_basis") == "api_equivalent"
+                            else "")
 
 
 def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, str]]:
@@ -110,6 +139,7 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("status", status),
         ("latency", latency),
         ("tokens", _tokens(r)),
+        ("cost", cost_words(r)),
         ("dropped", _text(r.get("dropped"))),
         ("notes", "; ".join(str(n) for n in r.get("notes") or ()) or NONE),
     ]
@@ -180,7 +210,8 @@ def detail_lines(r: Mapping[str, Any], when: When = _when) -> list[str]:
 def request_line(r: Mapping[str, Any]) -> str:
     tokens = ""
     if r.get("input_tokens") is not None or r.get("output_tokens") is not None:
-        tokens = f"  tokens {r.get('input_tokens') or 0} in / {r.get('output_tokens') or 0} out"
+        tokens = (f"  tokens {r.get('input_tokens') or 0} in / {r.get('output_tokens') or 0} out"
+                  f"  {cost_words(r)}")
     latency = r.get("latency_ms")
     latency_text = f"{float(latency):.0f} ms" if isinstance(latency, int | float) else "-"
     stream = " stream" if r.get("stream") else ""

@@ -27,13 +27,13 @@ _SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai",
 _UNBOUNDED_WIDTH = 1000
 
 
-def _console() -> Console:
+def console_for_output() -> Console:
     out = Console()
     return out if out.is_terminal else Console(width=_UNBOUNDED_WIDTH)
 
 
 def render_status(data: dict[str, Any], console: Console | None = None) -> None:
-    out = console or _console()
+    out = console or console_for_output()
     title = (f"claudex at {data.get('listen', '?')} · {data.get('requests', 0)} requests · "
              f"{data.get('failovers', 0)} failed over · {data.get('requests_per_s', 0)} req/s")
     table = Table(title=title, title_justify="left", title_style="bold")

@@ -39,7 +39,7 @@ from claudex.config._checks import (
     _type_name,
 )
 from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
-from claudex.config._history_checks import HISTORY_KEYS
+from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._secrets import _profile_problem
 from claudex.config.model import (
@@ -53,6 +53,7 @@ from claudex.config.model import (
     Profile,
     ProxySettings,
     RetrySettings,
+    TelemetrySettings,
 )
 
 
@@ -119,6 +120,7 @@ class _Builder:
         fleet_values = self._section(data, "fleet", FLEET_KEYS)
         self._check_fleet_key(fleet_values)
         history_values = self._section(data, "history", HISTORY_KEYS)
+        telemetry_values = self._section(data, "telemetry", TELEMETRY_KEYS)
         checked = self._profiles(data.get("profiles", []))
 
         proxy = replace(ProxySettings(), **proxy_values)
@@ -152,6 +154,7 @@ class _Builder:
             health=health,
             fleet=replace(FleetSettings(), **fleet_values),
             history=replace(HistorySettings(), **history_values),
+            telemetry=replace(TelemetrySettings(), **telemetry_values),
             profiles=profiles,
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),

@@ -2,17 +2,21 @@
 
 What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
 that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
-translation dropped, tokens in/out when known, its request id, the route the client used and the
-client's headers (engine/header_policy.py: every name, values off its allow-list masked); for
-every other event its kind, profile, sentence and data. Never a body or a secret (the engine's
-events hold none: their texts pass the scrubber before they are published, and headers are
-masked then).
+translation dropped, tokens when known (input, output, cache read, cache write: the four parts
+core/usage.py counts), what they cost at API prices (`cost_usd`, NULL when the price table does
+not know the model; `cost_basis` says `api_equivalent` for a subscription login, whose real
+cost is its plan), its request id, the route the client used and the client's headers
+(engine/header_policy.py: every name, values off its allow-list masked); for every other event
+its kind, profile, sentence and data. Never a body or a secret (the engine's events hold none:
+their texts pass the scrubber before they are published, and headers are masked then).
 
 Migrations: columns a newer claudex added are added to an older file when it is opened, and
 `PRAGMA user_version` says what the rows have been through. Version 1: the client headers of
 rows written before the header policy (which masked only a list of credential names, so an
 `api-key` or `x-goog-api-key` was kept in full) are masked again by the policy, once, and the
-file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too.
+file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too. The
+cost columns come with the old rows' input tokens brought to today's convention, once
+(`_add_cost_columns`).
 
 The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
 a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
@@ -57,7 +61,8 @@ CREATE TABLE IF NOT EXISTS requests (
     endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
     latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
     input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
-    request_id TEXT, route TEXT, headers TEXT);
+    request_id TEXT, route TEXT, headers TEXT, cache_write_tokens INTEGER, cost_usd REAL,
+    cost_basis TEXT);
 CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
 CREATE TABLE IF NOT EXISTS events (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
@@ -68,9 +73,14 @@ CREATE INDEX IF NOT EXISTS events_time ON events(time);
 _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", "profile",
                            "provider", "status", "outcome", "latency_ms", "stream", "trail",
                            "attempts", "dropped", "input_tokens", "output_tokens",
-                           "cache_read_tokens", "request_id", "route", "headers")
+                           "cache_read_tokens", "request_id", "route", "headers",
+                           "cache_write_tokens", "cost_usd", "cost_basis")
 # Columns added after the first schema: a database file from before gains them when opened.
 _ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"))
+# Added with the cost (issue 24), together, with the old rows' input brought to the convention
+# of core/usage.py (see `_add_cost_columns`).
+_COST_COLUMNS: Final = (("cache_write_tokens", "INTEGER"), ("cost_usd", "REAL"),
+                        ("cost_basis", "TEXT"))
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
 # `PRAGMA user_version` once the rows' headers have been masked by the header policy.
 HEADERS_REMASKED: Final = 1
@@ -94,7 +104,8 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             json.dumps(d.get("attempts") or []), json.dumps(d.get("dropped") or []),
             usage.get("input_tokens"), usage.get("output_tokens"),
             usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
-            json.dumps(d["headers"]) if d.get("headers") is not None else None)
+            json.dumps(d["headers"]) if d.get("headers") is not None else None,
+            usage.get("cache_write_tokens"), d.get("cost_usd"), d.get("cost_basis"))
 
 
 def _event_row(event: Event) -> tuple[Any, ...]:
@@ -130,6 +141,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
             except sqlite3.OperationalError as exc:
                 if "duplicate column" not in str(exc):  # another engine added it just now
                     raise
+    if "cost_usd" not in have:
+        _add_cost_columns(conn)
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
     if conn.execute("PRAGMA user_version").fetchone()[0] < HEADERS_REMASKED:
         _remask_headers(conn)
@@ -181,6 +194,28 @@ def _remasked(text: object) -> str | None:
     if not isinstance(headers, dict):
         return None
     return json.dumps(shown_headers({str(k): str(v) for k, v in headers.items()}))
+
+
+def _add_cost_columns(conn: sqlite3.Connection) -> None:
+    """The cost columns, and the old rows' input tokens in today's convention, in one
+    transaction (so exactly once, whichever engine gets there first).
+
+    Before, `input_tokens` was the number the client's protocol reported: Anthropic's leaves the
+    cached part out, OpenAI's and Responses' include it. It is now the part neither read from nor
+    written to a cache in every row (core/usage.py), so an OpenAI or Responses row gives its
+    cached part back (an old row knows no cache writes: they went uncounted then)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for name, kind in _COST_COLUMNS:
+            conn.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+        conn.execute("UPDATE requests SET input_tokens = MAX(0, input_tokens - cache_read_tokens) "
+                     "WHERE protocol IN ('openai', 'responses') AND input_tokens IS NOT NULL "
+                     "AND cache_read_tokens > 0")
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        _rollback(conn)
+        if "duplicate column" not in str(exc):  # another engine migrated it just now
+            raise
 
 
 class Journal:
