@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from claudex.cost_text import usd_text
 from claudex.engine.events import Event
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of
@@ -90,18 +91,7 @@ def _tokens(r: Mapping[str, Any]) -> str:
     return text + (f" (+{', '.join(extra)})" if extra else "")
 
 
-def usd_text(usd: object) -> str:
-    """`$0.0123`, `$1.24`, `$1,234`: four significant places below a dollar."""
-    if not isinstance(usd, int | float) or isinstance(usd, bool):
-        return NONE
-    if usd >= 1000:
-        return f"${usd:,.0f}"
-    if usd >= 1:
-        return f"${usd:.2f}"
-    return f"${usd:.4f}" if usd >= 0.0001 or usd == 0 else f"${usd:.6f}"
-
-
-def cost_words(r: Mapping[str, Any]) -> str:
+def request_cost_words(r: Mapping[str, Any]) -> str:
     """A request's price: `$0.0123`, `$0.0123 API-equivalent` (a subscription login), or
     `unpriced` for tokens the price table has no price for."""
     if r.get("input_tokens") is None and r.get("output_tokens") is None:
@@ -139,7 +129,7 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("status", status),
         ("latency", latency),
         ("tokens", _tokens(r)),
-        ("cost", cost_words(r)),
+        ("cost", request_cost_words(r)),
         ("dropped", _text(r.get("dropped"))),
         ("notes", "; ".join(str(n) for n in r.get("notes") or ()) or NONE),
     ]
@@ -211,7 +201,7 @@ def request_line(r: Mapping[str, Any]) -> str:
     tokens = ""
     if r.get("input_tokens") is not None or r.get("output_tokens") is not None:
         tokens = (f"  tokens {r.get('input_tokens') or 0} in / {r.get('output_tokens') or 0} out"
-                  f"  {cost_words(r)}")
+                  f"  {request_cost_words(r)}")
     latency = r.get("latency_ms")
     latency_text = f"{float(latency):.0f} ms" if isinstance(latency, int | float) else "-"
     stream = " stream" if r.get("stream") else ""

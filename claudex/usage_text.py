@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from claudex.console.format import compact_count
+from claudex.cost_text import usd_text
 from claudex.engine.history.usage_report import UsageReport, UsageRow
-from claudex.history_text import usd_text
 from claudex.status_table import console_for_output
 
 _KEY_HEADING = {"day": "day", "profile": "profile (served)", "model": "model (asked)"}

@@ -18,6 +18,8 @@ import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
+from claudex.engine.addons.cost import CostTotals, Spend, cost_basis
+from claudex.engine.addons.prices import PriceTable
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
@@ -79,6 +81,10 @@ class Engine:
         self.totals = GlobalStats()
         self.tokens = TokenTotals()
         self.earlier_tokens = TokenTotals()  # today's, before this start (journal_seed.py)
+        # What the tokens cost at API prices (engine/addons/cost.py), and the price table.
+        self.prices = PriceTable(wall)
+        self.costs = CostTotals()
+        self.earlier_costs = CostTotals()  # today's, before this start, from the journal
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
@@ -178,6 +184,8 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self, *, health: bool | None = None) -> None:
+        # genai-prices takes a quarter of a second to import: off the loop, before traffic.
+        await asyncio.to_thread(self.prices.load)
         if self.journal is not None:
             self._restore_trips(await asyncio.to_thread(trips_in_journal, self.journal.path,
                                                         self.wall(), self._listen()))
@@ -199,7 +207,7 @@ class Engine:
         seed = await asyncio.to_thread(read_seed, self.journal.path, now=now,
                                        until=self.started_at, day_start=local_midnight(now))
         if seed is not None:
-            apply_seed(seed, self.runtimes, self.earlier_tokens)
+            apply_seed(seed, self.runtimes, self.earlier_tokens, self.earlier_costs)
 
     async def close(self) -> None:
         if self.seeding is not None and not self.seeding.done():
@@ -316,6 +324,15 @@ class Engine:
         live, earlier = self.tokens.of_provider(name), self.earlier_tokens.of_provider(name)
         return {kind: count + earlier.get(kind, 0) for kind, count in live.items()}
 
+    def _cost_of(self, rt: ProviderRuntime) -> dict[str, Any]:
+        """What `rt`'s answers cost at API prices, this process's and earlier today's:
+        `cost_usd` None when nothing was priced (no answer yet, or only unpriced ones)."""
+        spend = (self.costs.of_provider(rt.name) or Spend()).plus(
+            self.earlier_costs.of_provider(rt.name))
+        return {"cost_usd": spend.cost_usd,
+                "cost": {"priced": spend.priced, "unpriced": spend.unpriced,
+                         "basis": cost_basis(rt.profile)}}
+
     def snapshot(self) -> dict[str, Any]:
         now, now_wall = self.clock(), self.wall()
         degraded = self.config.health.degraded_latency_ms
@@ -333,9 +350,12 @@ class Engine:
             "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
                                                                       now_wall)), rt,
                                       now_wall) | {"tokens": self._tokens_of(name)}
+                         | self._cost_of(rt)
                          for name, rt in self.runtimes.items()],
             "tokens_by_profile": {name: u.to_json()
                                   for name, u in self.tokens.by_profile.items()},
+            "cost_by_profile": {name: spend.to_json()
+                                for name, spend in self.costs.by_profile.items()},
             "history": (self.journal.status() if self.journal is not None
                         else {"enabled": False, "path": None, "problem": "not kept"}),
         }

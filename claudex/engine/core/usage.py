@@ -126,11 +126,16 @@ def usage_in_body(body: bytes) -> Usage | None:
 
 
 class UsageScanner:
-    """Feed it a stream's chunks; `usage` is what they reported (None if nothing)."""
+    """Feed it a stream's chunks; `usage` is what they reported (None if nothing). The first
+    and last lines that reported it are kept as they were decoded (two references, no copy):
+    a trace reads the answer's model and finish reason there at the end
+    (engine/addons/answer_facts.py), and nothing else looks at them."""
 
     def __init__(self) -> None:
         self._carry = b""
         self.usage: Usage | None = None
+        self.first_line: str | None = None
+        self.last_line: str | None = None
 
     def feed(self, chunk: bytes) -> None:
         window = self._carry + chunk if self._carry else chunk
@@ -163,8 +168,10 @@ class UsageScanner:
             if found is not None:
                 if self.usage is None:
                     self.usage = found
+                    self.first_line = text
                 else:
                     self.usage.merge_max(found)
+                self.last_line = text
             at = text.find('"usage"', at + 1)
 
 
