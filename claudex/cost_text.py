@@ -28,7 +28,8 @@ def usd_text(usd: object) -> str:
 
 
 def _spend(profile: Mapping[str, Any]) -> tuple[float | None, int, bool]:
-    cost = profile.get("cost") if isinstance(profile.get("cost"), Mapping) else {}
+    raw = profile.get("cost")
+    cost: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     usd = profile.get("cost_usd")
     usd = float(usd) if isinstance(usd, int | float) and not isinstance(usd, bool) else None
     unpriced = cost.get("unpriced")

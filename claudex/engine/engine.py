@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
-from claudex.engine.addons.cost import CostTotals, Spend, cost_basis
+from claudex.engine.addons.cost import CostAddon, CostTotals, Spend, cost_basis
 from claudex.engine.addons.prices import PriceTable
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
 from claudex.engine.addons.stats import GlobalStats, StatsAddon
 from claudex.engine.addons.tokens import TokensAddon
+from claudex.engine.addons.trace_settings import trace_settings
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
@@ -41,6 +43,9 @@ from claudex.engine.health import HealthChecker
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.secrets import SCRUBBER, config_secrets
+
+if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
+    from claudex.engine.addons.traces import TracesAddon
 
 log = logging.getLogger("claudex.engine")
 
@@ -100,6 +105,7 @@ class Engine:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
+        self.traces: TracesAddon | None = None  # `[telemetry]` / OTEL_EXPORTER_OTLP_*: at start
         # The features on the request lifecycle (engine/core/hooks.py): `_addons` says which.
         self.hooks = Hooks(self._addons())
         self.forwarder = Forwarder(self)
@@ -115,12 +121,22 @@ class Engine:
         """The addons every request passes, in order; each only when its config needs it, so
         a feature that is off costs nothing (engine/core/hooks.py)."""
         runtimes = lambda: self.runtimes  # noqa: E731 - read at each request: reloads swap it
-        return [
+        addons: list[object] = [
             StatsAddon(self.totals, runtimes, self.wall, self.clock),
             SeriesAddon(runtimes, self.wall),
             TokensAddon(self.tokens),
+            CostAddon(self.prices, self.costs, runtimes),  # before the event that carries it
             RequestEventsAddon(self.events),
         ]
+        # Traces: only with an endpoint, and only then is OpenTelemetry imported at all.
+        settings = trace_settings(self.config.telemetry,
+                                  os.environ if self.env is None else self.env)
+        if settings is not None:
+            from claudex.engine.addons.traces import TracesAddon
+
+            self.traces = TracesAddon(settings, runtimes)
+            addons.append(self.traces)
+        return addons
 
     def _new_runtime(self, profile: Profile) -> ProviderRuntime:
         gate: Callable[[], bool] | None = None
@@ -226,6 +242,28 @@ class Engine:
             await self.http.aclose()
         if self.journal is not None:
             await asyncio.to_thread(self.journal.close)  # writes what is pending
+        if self.traces is not None:
+            await self._close_traces(self.traces)
+
+    @staticmethod
+    async def _close_traces(traces: TracesAddon) -> None:
+        """The queued spans go out, waited for a bounded time: a dead collector must not hold
+        up a shutdown (its thread is a daemon, dropped at exit)."""
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        def closed() -> None:
+            try:
+                loop.call_soon_threadsafe(done.set)
+            except RuntimeError:  # the loop is gone: nobody waits any more
+                pass
+
+        traces.close(closed)
+        try:
+            await asyncio.wait_for(done.wait(), 2 * traces.settings.timeout_s)
+        except TimeoutError:
+            log.warning("traces: the collector did not take the last spans in %.0f s; "
+                        "they are dropped", 2 * traces.settings.timeout_s)
 
     # -- the interface -------------------------------------------------------------------------
 

@@ -35,10 +35,10 @@ class RequestEventsAddon:
     def request_ended(self, flow: Flow) -> None:
         if flow.result is not None and (self._events.wants("request")
                                         or log.isEnabledFor(logging.DEBUG)):
-            self._report_request(flow.req, flow.result, flow.ms, flow.usage)
+            self._report_request(flow.req, flow.result, flow.ms, flow.usage, flow)
 
     def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
-                        usage: Usage | None = None) -> None:
+                        usage: Usage | None = None, flow: Flow | None = None) -> None:
         trail = " -> ".join(a.label() for a in result.attempts)
         model = req.model or "-"
         message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
@@ -63,6 +63,9 @@ class RequestEventsAddon:
                 "dropped": list(result.dropped),
                 "notes": list(result.notes),
                 "usage": usage.to_json() if usage is not None else None,
+                # Its price at API prices (engine/addons/cost.py, which runs before this one).
+                "cost_usd": flow.cost_usd if flow is not None else None,
+                "cost_basis": flow.cost_basis if flow is not None else None,
                 # The request detail (issue 15): which request, by which route, with which
                 # headers (engine/header_policy.py: values off its allow-list masked), and how
                 # soon the served stream had content.

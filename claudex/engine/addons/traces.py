@@ -317,10 +317,14 @@ class TracesAddon:
 
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def close(self, timeout_s: float | None = None) -> threading.Thread:
-        """Export what is queued and stop, on a thread of its own (returned, so the engine can
-        wait for it a bounded time): a dead collector must not hold up an exit."""
-        thread = threading.Thread(target=self.provider.shutdown, name="claudex-traces-close",
-                                  daemon=True)
-        thread.start()
-        return thread
+    def close(self, closed: Callable[[], None]) -> None:
+        """Export what is queued and stop, on a thread of its own, then call `closed` (from
+        that thread): the engine waits for it a bounded time, since a dead collector must not
+        hold up an exit (the thread is a daemon)."""
+        def shut() -> None:
+            try:
+                self.provider.shutdown()
+            finally:
+                closed()
+
+        threading.Thread(target=shut, name="claudex-traces-close", daemon=True).start()
