@@ -390,3 +390,13 @@ def console(world: World, settings: Settings) -> dict[str, Any]:
     ratio = added["console"]["p50"] / added["headless"]["p50"] if added["headless"]["p50"] else 0
     return {"available": True, "ms": stats, "added_ms": added,
             "console_over_headless_p50": round(ratio, 2)}
+
+
+# ------------------------------------------------------------------ traces
+
+
+def traces(world: World, settings: Settings) -> dict[str, Any]:
+    """CPU per request with traces off, on (exported to a local OTLP sink) and the addons'
+    share (bench/traces_cost.py, on the proxy's core)."""
+    count = "1500" if settings.quick else "4000"
+    return _json_helper(world, "bench.traces_cost", "--json", "--requests", count)

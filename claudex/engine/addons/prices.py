@@ -44,6 +44,7 @@ log = logging.getLogger("claudex.engine")
 RECHECK_S: Final = 60.0  # a model whose price depends on the time is looked up again this often
 _PROBE_OUTPUT: Final = 1_000_000
 _PROBE_INPUT: Final = 1_000_000
+_FOREVER: Final = float("inf")
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,9 @@ class PriceTable:
         except KeyError:
             found = self._rates[key] = self._look_up(base_url, model)
         else:
-            if found is not None and found.good_until < self._wall():
+            # (a fixed price's is inf: no clock read on the common path)
+            if found is not None and found.good_until != _FOREVER and \
+                    found.good_until < self._wall():
                 found = self._rates[key] = self._look_up(base_url, model)
         return found
 
@@ -139,7 +142,7 @@ class PriceTable:
             return None
         timed = not _is_fixed(info)
         return ModelRates(str(provider.id), str(info.id), bands,
-                          now + RECHECK_S if timed else float("inf"))
+                          now + RECHECK_S if timed else _FOREVER)
 
     def _find(self, base_url: str, model: str) -> tuple[Any, Any] | None:
         snapshot = self._snapshot

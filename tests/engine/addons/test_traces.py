@@ -123,6 +123,22 @@ async def test_without_a_traceparent_the_request_starts_a_trace(
     assert client.trace_id == server.trace_id != TRACE_ID
 
 
+async def test_a_client_trace_that_is_not_sampled_gets_no_spans(
+        fakes: Any, proxy_factory: Any, receiver: Receiver) -> None:
+    """The SDK default's parent-based sampling: flags 00 in the client's traceparent."""
+    proxy = await traced(fakes, proxy_factory, receiver.endpoint)
+    unsampled = await proxy.messages(profile="primary",
+                                     headers={"traceparent": TRACEPARENT[:-2] + "00"})
+    sampled = await proxy.messages(profile="primary")
+    ids = {r.headers["x-claudex-request-id"] for r in (unsampled, sampled)}
+    await eventually(lambda: any(s.attributes.get("claudex.request_id") ==
+                                 sampled.headers["x-claudex-request-id"]
+                                 for s in receiver.spans), 20.0)
+    assert {s.attributes.get("claudex.request_id") for s in receiver.spans
+            if s.kind == "SERVER"} & ids == {sampled.headers["x-claudex-request-id"]}
+    assert all(s.trace_id != TRACE_ID for s in receiver.spans)
+
+
 async def test_no_credential_in_any_exported_byte(fakes: Any, proxy_factory: Any,
                                                   receiver: Receiver) -> None:
     """Keys planted where they would be: the client's x-api-key and Authorization, the
