@@ -395,6 +395,9 @@ def _traces(section: dict[str, Any] | None) -> str:
         ["  of which on the request's path (the traces addon's hooks)",
          section["traces_hooks_us"]],
         ["the cost addon (prices every answer; always on)", section["cost_addon_us"]],
+        ["traces addon's hooks, called directly on a finished flow",
+         section.get("traces_hooks_direct_us")],
+        ["cost addon, called directly on a finished flow", section.get("cost_addon_direct_us")],
     ], digits=2))
     out.append(f"\n{section['spans_exported']:,} spans taken by the sink.\n")
     return "".join(out)
