@@ -127,3 +127,49 @@ def test_cost_words() -> None:
     assert cost_words(plan) == " · $1.50 API-equivalent (+2 unpriced)"
     assert cost_words(unpriced) == " · unpriced"
     assert cost_words(nothing) == ""
+
+
+def test_claudex_status_shows_the_cost_and_says_what_it_is() -> None:
+    from rich.console import Console
+
+    from claudex.status_table import render_status
+
+    def profile(name: str, usd: float | None, unpriced: int, basis: str) -> dict[str, Any]:
+        return {"name": name, "provider_type": "DirectAnthropic", "health": {"color": "green"},
+                "breaker": {"state": "closed"}, "stats": {"requests": 3, "failures": 0},
+                "cost_usd": usd, "cost": {"priced": 3, "unpriced": unpriced, "basis": basis}}
+
+    out = Console(record=True, width=200)
+    render_status({"profiles": [profile("max", 12.5, 0, "api_equivalent"),
+                                profile("key", 0.5, 2, "api"),
+                                profile("local", None, 4, "api")]}, out)
+    text = out.export_text()
+    assert "$ today" in text and "≈$12.50" in text and "$0.5000+" in text
+    assert "unpriced" in text
+    assert "≈ API-equivalent: a subscription login" in text
+
+
+def test_a_subscription_login_is_priced_as_api_equivalent(tmp_path: Any) -> None:
+    from claudex.engine.addons.cost import cost_basis
+    from claudex.engine.engine import Engine
+    from tests.conftest import build_config
+
+    config = build_config(f'''
+[[profiles]]
+name = "max"
+provider_type = "DirectAnthropic"
+base_url = "https://api.anthropic.com"
+auth_type = "oauth"
+oauth_provider = "claude"
+credentials_file = "{tmp_path / 'missing.json'}"
+
+[[profiles]]
+name = "key"
+provider_type = "DirectAnthropic"
+base_url = "https://api.anthropic.com"
+api_key = "sk-test"
+''')
+    assert [cost_basis(p) for p in config.profiles] == ["api_equivalent", "api"]
+    status = Engine(config, env={}).snapshot()
+    assert [(p["name"], p["cost_usd"], p["cost"]["basis"]) for p in status["profiles"]] == \
+        [("max", None, "api_equivalent"), ("key", None, "api")]
