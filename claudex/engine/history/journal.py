@@ -142,7 +142,7 @@ def _migrate(conn: sqlite3.Connection) -> None:
                 if "duplicate column" not in str(exc):  # another engine added it just now
                     raise
     if "cost_usd" not in have:
-        _add_cost_columns(conn)
+        _add_cost_columns(conn)  # what cannot be done now waits for the next start
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
     if conn.execute("PRAGMA user_version").fetchone()[0] < HEADERS_REMASKED:
         _remask_headers(conn)
@@ -212,10 +212,20 @@ def _add_cost_columns(conn: sqlite3.Connection) -> None:
                      "WHERE protocol IN ('openai', 'responses') AND input_tokens IS NOT NULL "
                      "AND cache_read_tokens > 0")
         conn.execute("COMMIT")
-    except sqlite3.OperationalError as exc:
+    except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:  # refused, locked, denied
         _rollback(conn)
-        if "duplicate column" not in str(exc):  # another engine migrated it just now
-            raise
+        if "duplicate column" in str(exc):  # another engine migrated it just now
+            return
+        # A file this engine may not change now (read-only, locked past the busy timeout): its
+        # rows are written without the cost (`request_columns`), and the next start tries again.
+        log.warning("history: the cost columns could not be added to the journal now (%s); its "
+                    "rows go without them until the next start", exc)
+
+
+def request_columns(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The request columns the journal's table has (all of them, unless a migration waits)."""
+    have = {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}
+    return tuple(c for c in _REQUEST_COLUMNS if c in have)
 
 
 class Journal:
@@ -239,6 +249,9 @@ class Journal:
         self._recorded = 0
         self._thread: threading.Thread | None = None
         self.problem: str | None = None  # set once the journal is off
+        self._keep: tuple[int, ...] | None = None
+        self._insert = (f"INSERT INTO requests ({', '.join(_REQUEST_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))})")
 
     # -- the hot path --------------------------------------------------------------------------
 
@@ -280,9 +293,15 @@ class Journal:
     def _run(self) -> None:
         try:
             conn = open_database(self.path, self._connect)
+            columns = request_columns(conn)
         except (sqlite3.Error, OSError) as exc:
             self._turn_off(exc)
             return
+        # Which of a row's values go in: all, unless a migration waits for the next start.
+        self._keep = None if columns == _REQUEST_COLUMNS else \
+            tuple(_REQUEST_COLUMNS.index(c) for c in columns)
+        self._insert = (f"INSERT INTO requests ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('?' * len(columns))})")
         last_retention = -1e18
         try:
             while True:
@@ -307,11 +326,13 @@ class Journal:
             batch.append(self._pending.popleft())
         if batch:
             requests = [_request_row(e) for e in batch if e.kind == "request"]
+            if self._keep is not None:
+                keep = self._keep
+                requests = [tuple(row[i] for i in keep) for row in requests]
             others = [_event_row(e) for e in batch if e.kind not in ("request", "health")]
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(f"INSERT INTO requests ({', '.join(_REQUEST_COLUMNS)}) "
-                                 f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))})", requests)
+                conn.executemany(self._insert, requests)
                 conn.executemany(f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
                                  f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})", others)
                 conn.execute("COMMIT")

@@ -167,3 +167,34 @@ def test_a_report_reads_a_journal_older_than_the_columns(tmp_path: Path) -> None
     _old_journal(path)  # not opened by an engine since: no cost columns yet
     report = read_usage(path, since=0.0, until=10.0, by="day")
     assert report.total.requests == 4 and report.total.cache_write_tokens == 0
+
+
+def test_rows_go_on_being_written_when_the_cost_columns_must_wait(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A file that may not be altered now (here: an authorizer refusing ALTER TABLE, as a lock
+    held past the busy timeout would): rows are written without the cost, and the next start
+    adds the columns."""
+    path = tmp_path / "old.sqlite3"
+    _old_journal(path)
+
+    def no_alter(name: str) -> sqlite3.Connection:
+        conn = sqlite3.connect(name, timeout=5.0, isolation_level=None)
+        conn.set_authorizer(lambda action, *_: sqlite3.SQLITE_DENY
+                            if action == sqlite3.SQLITE_ALTER_TABLE else sqlite3.SQLITE_OK)
+        return conn
+
+    journal = Journal(path, connect=no_alter, max_age_s=1e12)  # its rows are from 1970
+    bus = EventBus()
+    bus.sinks.append(journal.record)
+    journal.start()
+    bus.publish(row(5.0, "a", usage=U, cost=0.5))
+    journal.flush()
+    journal.close()
+    assert journal.problem is None
+    assert "cost columns could not be added" in caplog.text
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT COUNT(*) FROM requests WHERE time = 5.0").fetchone()[0] == 1
+    conn.close()
+    open_database(path).close()  # the next start
+    report = read_usage(path, since=0.0, until=10.0)
+    assert report.total.requests == 5 and report.total.cache_write_tokens == 0
