@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test e2e lint bench soak serve clean screenshots
+.PHONY: run test e2e lint bench soak serve clean screenshots docs docs-gen docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,5 +41,15 @@ soak: $(STAMP)  ## chaos soak: 20,000 requests through faults; ARGS="--seconds 6
 bench: $(STAMP)  ## measure what claudex costs (writes bench/RESULTS.md); ARGS=--quick for <1 min
 	$(BIN)/python -m bench.run $(ARGS)
 
+docs-gen: $(STAMP)  ## write docs/reference/ from the code's own tables (commit what it changes)
+	$(BIN)/python -m claudex.docs_gen
+
+# Material's banner about mkdocs 2 says nothing about this site (pyproject keeps mkdocs below 2).
+docs: $(STAMP)  ## build the docs site into site/, strict: a broken link or a page left out fails
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)  ## the docs site on http://127.0.0.1:8000, rebuilt as you edit
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

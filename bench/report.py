@@ -31,6 +31,10 @@ def _get(results: dict[str, Any], *path: str) -> float | None:
     return float(node) if isinstance(node, (int, float)) else None
 
 
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else a / b
+
+
 def _rss_peak(r: dict[str, Any]) -> float | None:
     values = [_get(r, "memory", "rss_after_warmup_mb", "claudex"),
               _get(r, "memory", "rss_after_mb"), _get(r, "memory", "rss_end_mb")]
@@ -52,6 +56,13 @@ BUDGETS: tuple[Budget, ...] = (
     Budget("skipping an open breaker: <= 0.05 ms extra", 0.05, True, "ms",
            lambda r: _get(r, "failover", "extra_ms", "tripped", "paired_p50")),
     Budget("RSS <= 80 MB headless", 80.0, True, "MB", _rss_peak),
+    Budget("issue 21: throughput at 64 connections >= 0.9 x reference", 0.9, False, "x",
+           lambda r: _get(r, "throughput", "ratios", "64", "claudex_over_reference")),
+    Budget("issue 21: added p50 <= 1.15 x the reference's, one client", 1.15, True, "x",
+           lambda r: _ratio(_get(r, "latency", "added_ms", "claudex", "p50"),
+                            _get(r, "latency", "added_ms", "reference", "p50"))),
+    Budget("issue 21: RSS <= 60 MB after 20,000 requests", 60.0, True, "MB",
+           lambda r: _get(r, "memory", "rss_after_mb")),
     Budget("RSS growth <= 5 MB over 20,000 requests", 5.0, True, "MB",
            lambda r: _get(r, "memory", "growth_mb")),
     Budget("console open: added p50 <= 2 x headless", 2.0, True, "x",
@@ -312,6 +323,7 @@ def render(results: dict[str, Any]) -> str:
     out.append(_streams(results.get("streams")))
 
     con = results.get("console")
+    out.append(_addons(results.get("addons")))
     out.append("\n## Console open (proxy hosted by the console, in-process)\n\n")
     if con and con.get("available"):
         out.append(_table(["target", "p50", "p99", "added p50", "added p99"],
@@ -332,6 +344,30 @@ def render(results: dict[str, Any]) -> str:
 
     if NOTES.exists():
         out.append("\n---\n\n" + NOTES.read_text())
+    return "".join(out)
+
+
+def _addons(section: dict[str, Any] | None) -> str:
+    if not section:
+        return ""
+    out = ["\n## claudex's own work per request, in-process (bench/request_cost.py)\n\n"
+           "Non-streamed requests through the server's ASGI app to a transport that answers "
+           "from memory (no sockets), history on: CPU µs per request (the journal's writer "
+           "thread included), claudex's own function calls per request (what "
+           "tests/test_call_budget.py holds), and each addon's cost, measured by taking it out "
+           "of the hooks: µs (the median of alternating runs; a few µs either way is noise) "
+           "and the calls it makes (exact; the journal is an event sink, not counted there: "
+           "its row is built in its writer thread).\n\n"]
+    labels = [k for k in ("pass-through", "translated") if k in section]
+    names = sorted({n for k in labels for n in section[k]["addons_us"]})
+    rows: list[list[Any]] = [["CPU per request (µs)"] + [section[k]["cpu_us"] for k in labels],
+                             ["claudex calls per request"] + [section[k].get("calls")
+                                                              for k in labels]]
+    rows += [[f"addon `{n}`: µs / calls"] + [
+        f"{_fmt(section[k]['addons_us'].get(n), 1)} / "
+        f"{_fmt(section[k].get('addons_calls', {}).get(n), 1)}" for k in labels]
+        for n in names]
+    out.append(_table(["", *labels], rows, digits=1))
     return "".join(out)
 
 

@@ -126,8 +126,9 @@ def engine_for(profile: str, state: Path) -> Engine:
     return Engine(config, transport=_Memory(), journal=journal)
 
 
-def runner(engine: Engine) -> Run:
-    """`count` non-streamed requests through the server's ASGI app, as uvicorn calls it."""
+def runner(engine: Engine, *, flush: bool = True) -> Run:
+    """`count` non-streamed requests through the server's ASGI app, as uvicorn calls it;
+    `flush`: then wait for the journal to write their rows (its thread's CPU is theirs)."""
     from claudex.server.app import create_app
 
     app = create_app(engine, manage_engine=False)
@@ -147,6 +148,8 @@ def runner(engine: Engine) -> Run:
     async def run(count: int) -> None:
         for _ in range(count):
             await app(dict(scope), receive, send)
+        if flush and engine.journal is not None:  # the rows written inside the measured run
+            engine.journal.flush()
         if any(s != 200 for s in statuses):
             raise RuntimeError(f"a bench request was not answered 200: {set(statuses)}")
         statuses.clear()
@@ -193,6 +196,15 @@ async def addon_costs(engine: Engine, run: Run, count: int, reps: int) -> dict[s
             diffs.append(on - off)
         engine.hooks.set(everything)
         costs[name] = statistics.median(diffs)
+    if engine.journal is not None:  # history: an event-bus sink beside the addons
+        sink, diffs = engine.journal.record, []
+        for _ in range(reps):
+            on = await cpu_us(run, count)
+            engine.events.sinks.remove(sink)
+            off = await cpu_us(run, count)
+            engine.events.sinks.append(sink)
+            diffs.append(on - off)
+        costs["journal (history)"] = statistics.median(diffs)
     return costs
 
 
@@ -208,8 +220,8 @@ async def measure(count: int, profile: bool, reps: int = 3) -> dict[str, Any]:
                 per = min([await cpu_us(run, count) for _ in range(reps)])
                 out[label] = {"cpu_us": round(per, 1),
                               "addons_us": {k: round(v, 2) for k, v in
-                                            (await addon_costs(engine, run, count // 2,
-                                                               reps)).items()}}
+                                            (await addon_costs(engine, run, count // 8,
+                                                               15)).items()}}
                 if profile:
                     prof = cProfile.Profile()
                     prof.enable()
@@ -223,7 +235,8 @@ async def measure(count: int, profile: bool, reps: int = 3) -> dict[str, Any]:
     return out
 
 
-def calls_per_request(count: int = 200) -> dict[str, tuple[float, Counter[str]]]:
+def calls_per_request(count: int = 200, by_addon: dict[str, dict[str, float]] | None = None
+                      ) -> dict[str, tuple[float, Counter[str]]]:
     """For the call budget (tests/test_call_budget.py): claudex's own calls per pass-through
     and per translated request, after a warm-up, on a fresh event loop."""
     out: dict[str, tuple[float, Counter[str]]] = {}
@@ -234,9 +247,19 @@ def calls_per_request(count: int = 200) -> dict[str, tuple[float, Counter[str]]]
             try:
                 engine = engine_for(name, Path(state))
                 loop.run_until_complete(engine.start(health=False))
-                run = runner(engine)
+                if engine.seeding is not None:  # reading the journal: done before counting
+                    loop.run_until_complete(engine.seeding)
+                run = runner(engine, flush=False)
                 loop.run_until_complete(run(50))  # warm-up: caches filled, first-use paths run
                 out[label] = claudex_calls(run, count)
+                if by_addon is not None:  # each addon's calls: the count without it, less
+                    everything = list(engine.hooks.addons)
+                    for addon in everything:
+                        engine.hooks.set([a for a in everything if a is not addon])
+                        without, _ = claudex_calls(run, count)
+                        by_addon.setdefault(label, {})[str(getattr(addon, "name", addon))] = \
+                            out[label][0] - without
+                    engine.hooks.set(everything)
                 loop.run_until_complete(engine.close())
             finally:
                 asyncio.set_event_loop(None)
@@ -248,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.request_cost")
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--json", action="store_true",
+                        help="print the figures as one JSON line (make bench reads it)")
     parser.add_argument("--calls", action="store_true",
                         help="claudex's own function calls per request, the top 25 functions")
     args = parser.parse_args(argv)
@@ -260,6 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     import uvloop
 
     result = uvloop.run(measure(args.requests, args.profile))
+    if args.json:
+        import json
+
+        addon_calls: dict[str, dict[str, float]] = {}
+        calls = calls_per_request(by_addon=addon_calls)
+        for label, (per, _by) in calls.items():
+            result[label]["calls"] = per
+            result[label]["addons_calls"] = addon_calls.get(label, {})
+        print(json.dumps(result))
+        return 0
     for label, figures in result.items():
         print(f"{label}: {figures['cpu_us']} µs CPU per request")
         for name, us in figures["addons_us"].items():

@@ -33,7 +33,7 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience", "traces")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons")
 
 
 def _cpu_model() -> str:
@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                           seconds)),
                           ("console", lambda: sections.console(world, settings)),
                           ("resilience", lambda: _resilience(args.quick)),
-                          ("traces", lambda: sections.traces(world, settings))):
+                          ("traces", lambda: sections.traces(world, settings)),
+                          ("addons", lambda: sections.addons(world, settings))):
             if name not in wanted:
                 continue
             try:

@@ -392,6 +392,14 @@ def console(world: World, settings: Settings) -> dict[str, Any]:
             "console_over_headless_p50": round(ratio, 2)}
 
 
+# ------------------------------------------------------------------ addons
+
+
+def addons(world: World, settings: Settings) -> dict[str, Any]:
+    """claudex's own CPU per request in-process, and each addon's share of it, measured by
+    taking it out of the hooks (bench/request_cost.py, on the proxy's core)."""
+    count = "1500" if settings.quick else "4000"
+    return _json_helper(world, "bench.request_cost", "--json", "--requests", count)
 # ------------------------------------------------------------------ traces
 
 

@@ -508,8 +508,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "answers there; else the console hosts one)")
     p.set_defaults(func=cmd_console)
     p = add("serve", "run the proxy headless")
-    p.add_argument("--host")
-    p.add_argument("--port", type=int)
+    p.add_argument("--host", help="listen here instead of the config's [proxy] host")
+    p.add_argument("--port", type=int, help="listen here instead of the config's [proxy] port")
     p.add_argument("--log-json", action="store_true", help="log JSON lines to stderr")
     p.add_argument("--debug", action="store_true", help="log every request")
     p.set_defaults(func=cmd_serve)
@@ -518,7 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("init", "write a starter config from the logins and API-key variables found")
     p.set_defaults(func=cmd_init)
     p = add("status", "show the running engine's providers")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the status JSON, for scripts")
     p.add_argument("--url", help="engine URL (default from the config's host and port)")
     p.set_defaults(func=cmd_status)
     p = add("reload", "make the running engine re-read its config file")
@@ -527,8 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, func, text in (("trip", cmd_trip, "force a provider's breaker open"),
                              ("reset", cmd_reset, "close a provider's breaker and clear it")):
         p = add(name, text)
-        p.add_argument("name")
-        p.add_argument("--url")
+        p.add_argument("name", help="the profile whose breaker it is")
+        p.add_argument("--url", help="engine URL (default from the config's host and port)")
         if name == "trip":
             p.add_argument("--for", dest="duration", metavar="DURATION",
                            help="for how long: 90s, 20m, 1h30m, 2h (then half-open; default: "
@@ -545,7 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only rows mentioning TEXT (provider, model, status, id, trail, message)")
     p.add_argument("--id", metavar="REQUEST_ID",
                    help="one request's detail: every attempt's timings and reasons, headers")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="JSON, as GET /_claudex/history")
     p.add_argument("--url", help="engine URL (default from the config's host and port)")
     p.set_defaults(func=cmd_history)
     p = add("usage", "what the journaled requests used and cost, per day, profile or model")
@@ -556,12 +556,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_usage)
     p = add("env", "print the environment for Claude Code to use the proxy")
-    p.add_argument("profile", nargs="?")
-    p.add_argument("--url")
+    p.add_argument("profile", nargs="?",
+                   help="address this profile (/proxy/PROFILE); default: the default profile")
+    p.add_argument("--url", help="proxy URL (default from the config's host and port)")
     p.set_defaults(func=cmd_env)
     p = add("run", "run Claude Code (or CMD) against the proxy")
-    p.add_argument("profile", nargs="?")
-    p.add_argument("--url")
+    p.epilog = ("Anything after -- is the command to run with its arguments (default: claude, or "
+                "the config's claude_binary), with ANTHROPIC_BASE_URL set to the proxy and the "
+                "profile's extra_env added: claudex run grok -- claude --model opus")
+    p.add_argument("profile", nargs="?",
+                   help="address this profile (/proxy/PROFILE); default: the default profile")
+    p.add_argument("--url", help="proxy URL (default from the config's host and port)")
     p.set_defaults(func=cmd_run, command=[])
     p = add("demo", "start fake providers and the proxy on a demo config")
     p.add_argument("--headless", action="store_true", help="no console: print how to use it")

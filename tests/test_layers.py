@@ -44,3 +44,47 @@ def test_the_check_sees_a_lazy_import_inside_a_function(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text("def f():\n    from claudex.cli import CliError\n    return CliError\n")
     assert imported_modules(source) == [(2, "claudex.cli")]
+
+
+def _module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def engine_import_cycles() -> list[list[str]]:
+    """Circles of imports among the engine's modules, counting every import: at the top, inside
+    a function and under TYPE_CHECKING (a circle of types is still a circle to read)."""
+    modules = {_module_name(p): p for p in (PACKAGE / "engine").rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets: set[str] = set()
+        for _line, module in imported_modules(path):
+            targets.add(module)
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):  # `from claudex.engine.core import hooks` names a module
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets.update(f"{node.module}.{alias.name}" for alias in node.names)
+        graph[name] = {t for t in targets if t in modules and t != name}
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*path[path.index(nxt):], nxt])
+            elif nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+    return cycles
+
+
+def test_no_circle_of_imports_inside_the_engine() -> None:
+    assert [" -> ".join(c) for c in engine_import_cycles()] == []

@@ -1,4 +1,4 @@
-"""The `[fleet]` table's schema (DESIGN.md "Running a fleet" in README): where the instances
+"""The `[fleet]` table's schema (docs/fleet.md): where the instances
 meet (a Redis URL), what this one is called there, and the prefix of every key it writes."""
 
 from __future__ import annotations

@@ -20,11 +20,12 @@ import httpx
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
 from claudex.engine.addons.cost import CostAddon, CostTotals, Spend, cost_basis
+from claudex.engine.addons.counting import StatsAddon
 from claudex.engine.addons.prices import PriceTable
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
-from claudex.engine.addons.stats import GlobalStats, StatsAddon
+from claudex.engine.addons.stats import GlobalStats
 from claudex.engine.addons.tokens import TokensAddon
 from claudex.engine.addons.trace_settings import trace_settings
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 # "link": an attached console's own news (the engine stopped answering, answers again).
 # "trip": an operator changed the terms of a trip already in force (no breaker transition).
@@ -49,6 +49,26 @@ class Event:
                    time=float(data.get("time") or 0.0), id=int(data.get("id") or 0))
 
 
+class Deferred(Protocol):
+    """An event the bus numbers and keeps but that is built only when read (`event()`, once):
+    a finished request's (engine/addons/request_report.py `RequestRecord`), which most of the
+    time nobody reads right away. `instance`: set by a fleet's bus, added to the data."""
+
+    kind: EventKind
+    id: int
+    instance: str | None
+
+    def event(self) -> Event: ...
+
+
+Kept = Event | Deferred
+
+
+def built(item: Kept) -> Event:
+    """The event `item` is (a deferred one built now, once)."""
+    return item if isinstance(item, Event) else item.event()
+
+
 def first_event_id(wall: float | None = None) -> int:
     """Where a new bus starts counting: above any id an earlier engine on this machine gave
     (unless it published a million events a second, or the clock went back)."""
@@ -62,10 +82,11 @@ class EventBus:
         self._subscribers: list[tuple[asyncio.Queue[Event], Collection[str] | None]] = []
         self.recent: list[Event] = []
         self._recent_max = 200
-        self._backlog: deque[Event] = deque(maxlen=backlog_size)
+        self._backlog: deque[Kept] = deque(maxlen=backlog_size)
         self.last_id = (first_event_id() if first_id is None else first_id) - 1
-        # Called with every published event (the journal); must not block or raise.
-        self.sinks: list[Callable[[Event], None]] = []
+        # Called with every published event, deferred ones as they are (the journal builds
+        # its row from them); must not block or raise.
+        self.sinks: list[Callable[[Kept], None]] = []
 
     @property
     def first_id(self) -> int:
@@ -80,8 +101,8 @@ class EventBus:
             return []
         # Ids in the backlog are consecutive, so the first wanted one's place is arithmetic.
         start = max(0, last_seen + 1 - backlog[0].id)
-        events = [backlog[i] for i in range(start, len(backlog))]
-        return events if kinds is None else [e for e in events if e.kind in kinds]
+        return [built(backlog[i]) for i in range(start, len(backlog))
+                if kinds is None or backlog[i].kind in kinds]
 
     @property
     def has_subscribers(self) -> bool:
@@ -116,6 +137,31 @@ class EventBus:
                 except asyncio.QueueEmpty:  # pragma: no cover - raced with the consumer
                     pass
             q.put_nowait(event)
+
+    def publish_deferred(self, item: Deferred) -> None:
+        """Number `item` and keep it as `publish` keeps an event, building its event only for
+        a subscriber that wants its kind now (a backlog reader builds it when it reads)."""
+        self.last_id += 1
+        item.id = self.last_id
+        self._stamp(item)
+        self._backlog.append(item)
+        for sink in self.sinks:
+            sink(item)
+        kind, event = item.kind, None
+        for q, kinds in self._subscribers:
+            if kinds is not None and kind not in kinds:
+                continue
+            if event is None:
+                event = item.event()
+            if q.full():
+                try:
+                    q.get_nowait()
+                except asyncio.QueueEmpty:  # pragma: no cover - raced with the consumer
+                    pass
+            q.put_nowait(event)
+
+    def _stamp(self, item: Deferred) -> None:
+        """What this bus adds to a deferred event before it is kept (a fleet's: its name)."""
 
     @contextmanager
     def subscribe(self, kinds: Collection[str] | None = None) -> Iterator[asyncio.Queue[Event]]:

@@ -83,32 +83,30 @@ def test_the_packaged_example_is_the_example() -> None:
 
 
 def test_example_file_documents_only_real_keys() -> None:
-    """Every commented-out `# key = ...` line in the example names a key the loader accepts;
-    lines under a commented-out `# [table]` header are that table's entries, checked by
-    loading them."""
-    commented: list[str] = []
-    tables: dict[str, list[str]] = {}
-    table: str | None = None
-    for line in EXAMPLE.read_text().splitlines():
-        header = re.fullmatch(r"# \[([a-z_]+)\]", line)
-        entry = re.match(r"# ([a-z_]+) = ", line)
-        if header:
-            table = header.group(1)
-            tables[table] = []
-        elif entry and table is not None:
-            tables[table].append(line.removeprefix("# "))
-        else:
-            table = None
-            if entry:
-                commented.append(entry.group(1))
-    assert commented, "the example should show optional keys"
-    unknown = set(commented) - set(_PROFILE_KEYS) - set(_PROXY_KEYS)
+    """Every key the example shows, written or commented out (`# key = ...`), is one the loader
+    accepts in its table; the tables shown only commented out (`# [fleet]`) load as written
+    once their lines are uncommented."""
+    from claudex.config._checks import _TOP_LEVEL_KEYS
+    from claudex.docs_gen.config_page import SECTIONS
+    from claudex.docs_gen.example_file import parse
+
+    text = EXAMPLE.read_text()
+    shown = parse(text).values
+    allowed: dict[str, set[str]] = {s.name: set(s.keys) for s in SECTIONS}
+    allowed |= {"profiles": set(_PROFILE_KEYS), "": set(_TOP_LEVEL_KEYS)}
+    assert any(table == "profiles" and key == "token_command" for table, key in shown), (
+        "the example should show optional keys")
+    unknown = [f"{table}.{key}" for table, key in shown
+               if table != "model_aliases" and key not in allowed[table]]
     assert not unknown
-    assert tables == {"telemetry": ['otlp_endpoint = "http://127.0.0.1:4318"'],
-                      "model_aliases": ['fast = "claude-haiku-4-5"']}
-    text = "".join(f"[{name}]\n" + "\n".join(lines) + "\n" for name, lines in tables.items())
-    config = parse_config(text, env={})
+    commented = re.findall(r"^# \[([a-z_]+)\]$", text, flags=re.MULTILINE)
+    assert commented == ["fleet", "telemetry", "model_aliases"]
+    tables = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n" for (table, key), value
+                                             in shown.items() if table == name)
+                     for name in commented)
+    config = parse_config(tables, env={})
     assert config.model_aliases == {"fast": "claude-haiku-4-5"}
+    assert config.fleet.redis_url == "redis://127.0.0.1:6379/0"
     assert config.telemetry.otlp_endpoint == "http://127.0.0.1:4318"
 
 

@@ -21,7 +21,7 @@ from claudex.console.link import LocalLink
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
-from claudex.engine.events import Event
+from claudex.engine.events import Event, built
 from claudex.engine.fleet.facts import BadFact, Fact, Registers, decode, view
 from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
 from tests.conftest import (
@@ -251,7 +251,7 @@ async def test_t_on_a_tripped_provider_gives_it_new_terms() -> None:
     engine = Engine(build_config(CONSOLE_PROFILES), env=TEST_ENV, clock=clock, wall=clock.wall)
     engine.trip("alpha", None, "incident")
     seen: list[Event] = []
-    engine.events.sinks.append(seen.append)
+    engine.events.sinks.append(lambda e: seen.append(built(e)))
     app = ConsoleApp(LocalLink(engine))
     try:
         async with app.run_test(size=(140, 44)) as pilot:

@@ -2,18 +2,28 @@
 the history journal) and a debug log line, at `request_ended` (a stream's at its last chunk or
 when the client left).
 
-Its cost is on every request's path, so the event is built only when someone subscribes to
-requests or debug logging is on; attempt messages (an upstream's words) are masked by SCRUBBER.
+Its cost is on every request's path, and most requests are told to nobody right away: a
+headless `claudex serve` has no console reading its events, and the journal wants a row, not
+an event. So the addon keeps a `RequestRecord` — the few references its event and its journal
+row are made from — and hands it to the event bus as a deferred event: the bus numbers it and
+keeps it in its backlog; the event itself (its sentence, its data with every attempt as JSON
+and the client's headers through engine/header_policy.py) is built only when a reader asks for
+it (a live subscriber at once; the SSE route's `Last-Event-ID` catch-up when it reads the
+backlog), and the journal builds its row from the record in its writer thread. Attempt messages
+(an upstream's words) are masked by SCRUBBER when the record is made.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from claudex.engine.core.request import ForwardResult, ProxyRequest
+from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
-from claudex.engine.events import Event, EventBus
+from claudex.engine.events import Event, EventBus, EventKind
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.secrets import SCRUBBER
 
@@ -33,58 +43,135 @@ class RequestEventsAddon:
         self._events = events
 
     def request_ended(self, flow: Flow) -> None:
-        if flow.result is not None and (self._events.wants("request")
-                                        or log.isEnabledFor(logging.DEBUG)):
-            self._report_request(flow.req, flow.result, flow.ms, flow.usage, flow)
-
-    def _report_request(self, req: ProxyRequest, result: ForwardResult, ms: float,
-                        usage: Usage | None = None, flow: Flow | None = None) -> None:
-        trail = " -> ".join(a.label() for a in result.attempts)
-        model = req.model or "-"
-        message = (f"{req.protocol} {model} -> {result.provider or 'none'} "
-                   f"{result.status} [{trail}] {ms:.1f} ms")
-        if result.dropped:
-            message += f" dropped: {', '.join(result.dropped)}"
-        if result.notes:
-            message += f" ({'; '.join(result.notes)})"
-        log.debug("request %s", message)
+        result = flow.result
+        if result is None:
+            return
+        record = RequestRecord(flow.req, result, flow.ms, flow.usage, time.time())
+        # Its price at API prices (engine/addons/cost.py, which runs before this one).
+        record.cost_usd, record.cost_basis = flow.cost_usd, flow.cost_basis
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("request %s", record.sentence())
         if self._events.wants("request"):
-            self._events.publish(Event("request", message, result.provider, {
-                "protocol": req.protocol,
-                "endpoint": req.endpoint,
-                "model": req.model,
-                "profile": req.profile,
-                "provider": result.provider,
-                "status": result.status,
-                "stream": req.stream,
-                "latency_ms": round(ms, 2),
-                "attempts": [_scrubbed_attempt(a.to_json()) for a in result.attempts],
-                "trail": trail,
-                "dropped": list(result.dropped),
-                "notes": list(result.notes),
-                "usage": usage.to_json() if usage is not None else None,
-                # Its price at API prices (engine/addons/cost.py, which runs before this one).
-                "cost_usd": flow.cost_usd if flow is not None else None,
-                "cost_basis": flow.cost_basis if flow is not None else None,
-                # The request detail (issue 15): which request, by which route, with which
-                # headers (engine/header_policy.py: values off its allow-list masked), and how
-                # soon the served stream had content.
-                "request_id": req.request_id,
-                "route": req.route,
-                "headers": shown_headers(req.headers),
-                "first_content_ms": _first_content_ms(result),
-            }))
+            self._events.publish_deferred(record)
 
 
-def _first_content_ms(result: ForwardResult) -> float | None:
-    """The served attempt's time to first content (streams), else None."""
-    for attempt in reversed(result.attempts):
-        if attempt.provider == result.provider and attempt.outcome == "ok":
-            return attempt.first_content_ms
-    return None
+class RequestRecord:
+    """One finished request as the bus and the journal keep it (a deferred event: `event()`
+    builds the event once, when someone reads it). Holds no body: the request's few fields,
+    its attempts (messages scrubbed), the result's status and what translation dropped, the
+    usage, and the client's headers as received (shown through the header policy when read)."""
+
+    __slots__ = (
+        "_event",
+        "attempts",
+        "cost_basis",
+        "cost_usd",
+        "dropped",
+        "endpoint",
+        "headers",
+        "id",
+        "instance",
+        "model",
+        "ms",
+        "notes",
+        "profile",
+        "protocol",
+        "provider",
+        "request_id",
+        "route",
+        "status",
+        "stream",
+        "time",
+        "usage",
+    )
+
+    kind: EventKind = "request"
+
+    def __init__(self, req: ProxyRequest, result: ForwardResult, ms: float,
+                 usage: Usage | None, now: float) -> None:
+        self.id = 0  # given by the bus
+        self.instance: str | None = None  # a fleet's bus names its instance
+        self.cost_usd: float | None = None  # set by the addon from the flow (addons/cost.py)
+        self.cost_basis: str | None = None
+        self.time = now  # when the request ended, as an event's time is when it is made
+        self.protocol = req.protocol
+        self.endpoint = req.endpoint
+        self.model = req.model
+        self.profile = req.profile
+        self.stream = req.stream
+        self.request_id = req.request_id
+        self.route = req.route
+        self.headers: Mapping[str, str] = req.headers
+        self.provider = result.provider
+        self.status = result.status
+        self.dropped = result.dropped
+        self.notes = result.notes
+        self.attempts: list[Attempt] = [_scrubbed(a) if a.message else a
+                                        for a in result.attempts]
+        self.ms = ms
+        self.usage = usage
+        self._event: Event | None = None
+
+    def trail(self) -> str:
+        return " -> ".join(a.label() for a in self.attempts)
+
+    def sentence(self) -> str:
+        """The request log's line: `anthropic claude-x -> grok 200 [deepseek 503 -> grok 200]
+        12.3 ms`, with what was dropped and changed."""
+        message = (f"{self.protocol} {self.model or '-'} -> {self.provider or 'none'} "
+                   f"{self.status} [{self.trail()}] {self.ms:.1f} ms")
+        if self.dropped:
+            message += f" dropped: {', '.join(self.dropped)}"
+        if self.notes:
+            message += f" ({'; '.join(self.notes)})"
+        return message
+
+    def event_data(self) -> dict[str, Any]:
+        data = {
+            "protocol": self.protocol,
+            "endpoint": self.endpoint,
+            "model": self.model,
+            "profile": self.profile,
+            "provider": self.provider,
+            "status": self.status,
+            "stream": self.stream,
+            "latency_ms": round(self.ms, 2),
+            "attempts": [a.to_json() for a in self.attempts],
+            "trail": self.trail(),
+            "dropped": list(self.dropped),
+            "notes": list(self.notes),
+            "usage": self.usage.to_json() if self.usage is not None else None,
+            # Its price at API prices (engine/addons/cost.py).
+            "cost_usd": self.cost_usd,
+            "cost_basis": self.cost_basis,
+            # The request detail (issue 15): which request, by which route, with which
+            # headers (engine/header_policy.py: values off its allow-list masked), and how
+            # soon the served stream had content.
+            "request_id": self.request_id,
+            "route": self.route,
+            "headers": shown_headers(self.headers),
+            "first_content_ms": self.first_content_ms(),
+        }
+        if self.instance is not None:
+            data["instance"] = self.instance
+        return data
+
+    def first_content_ms(self) -> float | None:
+        """The served attempt's time to first content (streams), else None."""
+        for attempt in reversed(self.attempts):
+            if attempt.provider == self.provider and attempt.outcome == "ok":
+                return attempt.first_content_ms
+        return None
+
+    def event(self) -> Event:
+        event = self._event
+        if event is None:
+            event = self._event = Event("request", self.sentence(), self.provider,
+                                        self.event_data(), self.time, self.id)
+        return event
 
 
-def _scrubbed_attempt(attempt: dict[str, Any]) -> dict[str, Any]:
-    if attempt["message"]:
-        attempt["message"] = SCRUBBER.text(attempt["message"])
-    return attempt
+def _scrubbed(attempt: Attempt) -> Attempt:
+    message = SCRUBBER.text(attempt.message)
+    return attempt if message == attempt.message else dataclasses.replace(attempt,
+                                                                          message=message)

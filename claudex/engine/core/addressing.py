@@ -10,6 +10,7 @@ models and headers are all in this one module.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from claudex import __version__
@@ -51,8 +52,10 @@ def map_model(profile: Profile, requested: str | None, addressed: bool,
     return profile.default_model or requested
 
 
+@functools.lru_cache(maxsize=256)
 def merge_beta(*values: str | None) -> str | None:
-    """Comma-separated `anthropic-beta` values merged in order, without repeats."""
+    """Comma-separated `anthropic-beta` values merged in order, without repeats (remembered: a
+    client sends the same betas on request after request)."""
     seen: list[str] = []
     for value in values:
         for item in (value or "").split(","):

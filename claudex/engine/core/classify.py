@@ -34,15 +34,11 @@ from __future__ import annotations
 
 import asyncio
 from enum import StrEnum
-from typing import TYPE_CHECKING
 
 import aiohttp
 import httpx
 
 from claudex.providers.limits import stated_max_tokens
-
-if TYPE_CHECKING:
-    from claudex.engine.core.policy import Disposition
 
 
 class Outcome(StrEnum):
@@ -156,12 +152,3 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
     }[outcome]
     return f"{words} ({status})" if status is not None else words
-
-
-def __getattr__(name: str) -> dict[Outcome, Disposition]:
-    # `DISPOSITIONS` moved into the failure policy (engine/core/policy.py, `POLICY`); this derived
-    # view stays for callers not yet moved (imported late: policy imports this module).
-    if name == "DISPOSITIONS":
-        from claudex.engine.core.policy import dispositions
-        return dispositions()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -261,7 +261,7 @@ class Forwarder:
                   retry_after: float | None) -> ForwardResult | None:
         if rule.breaker is BreakerEffect.SUCCESS:
             if not ledger.streaming:  # a committed stream succeeds when it ends
-                ledger.succeed(seen.attempt.status or 200)
+                ledger.succeed(seen.attempt.status or 200, seen.attempt)
         else:
             ledger.conclude(rule, seen.attempt, retry_after, seen.problem)
         if rule.failover:

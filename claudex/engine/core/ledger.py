@@ -123,10 +123,11 @@ class Ledger:
         self.trail.attempts.append(attempt)
         self._tell(attempt, retried(rule))
 
-    def succeed(self, status: int, *, record_attempt: bool = True) -> None:
-        """The OK row: a breaker success, timed from the try's start (`sending`); a committed
-        stream's (`record_attempt` False: its attempt joined the trail at the commit) when it
-        ends, timed to its end."""
+    def succeed(self, status: int, attempt: Attempt | None = None, *,
+                record_attempt: bool = True) -> None:
+        """The OK row: a breaker success, timed from the try's start (`sending`; `attempt`: the
+        try's, made when its answer was read); a committed stream's (`record_attempt` False: its
+        attempt joined the trail at the commit) when it ends, timed to its end."""
         rt = self.rt
         assert self._sent_at is not None, "succeed() without a try in progress"
         self._settle()
@@ -136,7 +137,8 @@ class Ledger:
         rt.health.auth_failing = False  # the OK row's health effect (HEALTHY)
         rt.credentials.mark_ok()
         if record_attempt:
-            attempt = self.attempt("ok", status)
+            if attempt is None:
+                attempt = self.attempt("ok", status)
             self.trail.attempts.append(attempt)
         else:
             attempt = self._stream_attempt_ended()

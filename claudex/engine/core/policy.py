@@ -168,3 +168,40 @@ class Disposition:
 def dispositions() -> dict[Outcome, Disposition]:
     return {o: Disposition(POLICY[o].retry is not Retry.NO, POLICY[o].failover,
                            POLICY[o].breaker is BreakerEffect.FAILURE) for o in Outcome}
+
+
+# When each row applies, in words: the failure table of the docs (docs/reference/failures.md,
+# written by `make docs-gen`) prints them beside the row's decisions, so the table users read
+# is this module's. A new row of `POLICY` needs its words here (tests/docs say so).
+WHEN: dict[Key, str] = {
+    Outcome.OK: "a 2xx answer (a stream: its first content arrived)",
+    Outcome.CLIENT_ERROR: "400, 404, 409, 413, 422 and any other 4xx not below: the provider "
+                          "refuses the client's own request",
+    Outcome.TOKEN_LIMIT: "a 400 stating the provider's max_tokens range (\"valid range of "
+                         "max_tokens is [1, 8192]\")",
+    Outcome.RATE_LIMITED: "429 rate limit",
+    Outcome.AUTH_ERROR: "401 at a profile with an API key, or 403",
+    Outcome.TOKEN_EXPIRED: "401 at an OAuth profile or one with a `token_command`",
+    Outcome.SERVER_ERROR: "500, 502, 503, 504, 529 and any other 5xx",
+    Outcome.CONNECT_ERROR: "connection refused, DNS failure, no connection within "
+                           "`connect_timeout`",
+    Outcome.TIMEOUT: "an answer not streamed with no first byte within `read_timeout`; a "
+                     "stream with no response headers or first event within "
+                     "`stream_first_byte_timeout`, or no content within "
+                     "`stream_commit_timeout`, where `message_start` and pings are not content",
+    Outcome.DISCONNECTED: "the provider closed the connection before answering",
+    Outcome.STREAM_ERROR: "a stream that failed before its first content (an error event, a cut "
+                          "connection)",
+    Local.INVALID_REQUEST: "translation found the client's request malformed: nothing is sent, "
+                           "the client gets a 400 in its own format",
+    Local.TRANSLATION_ERROR: "claudex could not build the request for this provider (a claudex "
+                             "bug): nothing is sent there",
+    Local.CREDENTIALS: "the profile's secret cannot be read (variable unset, credentials file "
+                       "missing or unreadable)",
+    Local.QUEUE_FULL: "no slot at the provider within `queue_timeout`: `max_connections` or the "
+                      "adaptive concurrency limit reached (claudex's own wait)",
+    Local.NEEDS_LOGIN: "an OAuth token the provider refused and claudex cannot refresh",
+}
+AFTER_COMMIT_WHEN = ("anything that fails after a stream committed (its first content reached "
+                     "the client): an error event, a cut connection, silence for "
+                     "`stream_idle_timeout`")

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from claudex.config.model import Protocol
-
-if TYPE_CHECKING:  # the stream's module builds results: a type only, no import cycle
-    from claudex.engine.core.streaming import RelayedStream
+from claudex.config.model import Protocol as WireProtocol
+from claudex.engine.core.usage import Usage
 
 Endpoint = Literal["messages", "count_tokens", "chat", "responses"]
 
 
 @dataclass
 class ProxyRequest:
-    protocol: Protocol                 # the client's protocol
+    protocol: WireProtocol             # the client's protocol
     endpoint: Endpoint
     body: dict[str, Any]
     raw: bytes                         # the body as received; forwarded as is when nothing changes
@@ -120,6 +118,22 @@ class Trail:
         self.failures.append(Failure(attempt, retry_after))
 
 
+class AnswerStream(Protocol):
+    """A committed stream as the server relays it (engine/core/streaming.py `RelayedStream`):
+    its chunks, `aclose` when the client is gone, `count`, called once when it ends with the
+    usage its events reported, and `usage_lines`, the first and last lines that reported it."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def __anext__(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
+
+    def count(self, done: Callable[[Usage | None], None]) -> None: ...
+
+    def usage_lines(self) -> tuple[str | None, str | None]: ...
+
+
 @dataclass
 class ForwardResult:
     status: int
@@ -127,7 +141,7 @@ class ForwardResult:
     provider: str | None
     attempts: list[Attempt] = field(default_factory=list)
     body: bytes | None = None
-    stream: RelayedStream | None = None  # a committed stream (engine/core/streaming.py)
+    stream: AnswerStream | None = None  # a committed stream (engine/core/streaming.py)
     # What translation (or claudex's conversation repairs) left out of the request that was
     # served, by short name ("thinking", "cache_control"): shown in the request log.
     dropped: tuple[str, ...] = ()

@@ -118,11 +118,11 @@ def usage_in_body(body: bytes) -> Usage | None:
     at = body.rfind(MARKER)  # top-level usage comes after the content in all three protocols
     if at < 0:
         return None
-    try:
-        text = body.decode("utf-8")
+    try:  # only what follows the marker (an ASCII quote, so a character boundary)
+        text = body[at:].decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return _usage_at(text, text.rfind('"usage"'))
+    return _usage_at(text, 0)
 
 
 class UsageScanner:

@@ -43,7 +43,7 @@ from claudex.config.model import Config, FleetSettings
 from claudex.engine.breaker.circuit import BreakerState, Transition
 from claudex.engine.clock import Clock, WallClock
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.engine.events import Event, EventBus
+from claudex.engine.events import Deferred, Event, EventBus
 from claudex.engine.fleet.facts import REGISTERS, Fact, Register, Registers, view
 from claudex.engine.fleet.health import FleetHealth
 from claudex.engine.fleet.store import FleetStore
@@ -74,6 +74,9 @@ class InstanceEventBus(EventBus):
         if "instance" not in event.data:
             event = replace(event, data={**event.data, "instance": self.instance})
         super().publish(event)
+
+    def _stamp(self, item: Deferred) -> None:
+        item.instance = self.instance
 
 
 def instance_name(config: Config) -> str:

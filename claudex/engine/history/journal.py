@@ -37,14 +37,17 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
+import orjson
 import platformdirs
 
 from claudex.config.model import HistorySettings
-from claudex.engine.events import Event
+from claudex.engine.core.request import Attempt
+from claudex.engine.core.usage import Usage
+from claudex.engine.events import Event, Kept, built
 from claudex.engine.header_policy import shown_headers
 
 log = logging.getLogger("claudex.history")
@@ -106,6 +109,72 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
             json.dumps(d["headers"]) if d.get("headers") is not None else None,
             usage.get("cache_write_tokens"), d.get("cost_usd"), d.get("cost_basis"))
+
+
+class RequestFacts(Protocol):
+    """What a finished request's deferred event (engine/addons/request_report.py
+    `RequestRecord`) holds: the journal makes its row from these, in its writer thread, without
+    building the event."""
+
+    id: int
+    time: float
+    protocol: str
+    endpoint: str
+    model: str | None
+    profile: str | None
+    provider: str | None
+    status: int
+    ms: float
+    stream: bool
+    attempts: list[Attempt]
+    dropped: tuple[str, ...]
+    usage: Usage | None
+    request_id: str
+    route: str
+    headers: Mapping[str, str]
+    cost_usd: float | None
+    cost_basis: str | None
+
+    def trail(self) -> str: ...
+
+
+def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
+    """The same row `_request_row` makes of its event, made directly (orjson, and each header
+    set's JSON once: this runs for every request)."""
+    attempts = r.attempts
+    usage = r.usage
+    outcome = "failed" if r.status >= 400 else "failover" if len(attempts) > 1 else "ok"
+    return (r.id, r.time, r.protocol, r.endpoint, r.model, r.profile, r.provider, r.status,
+            outcome, round(r.ms, 2), 1 if r.stream else 0, r.trail(),
+            orjson.dumps([a.to_json() for a in attempts]).decode(),
+            orjson.dumps(r.dropped).decode(),
+            usage.input_tokens if usage is not None else None,
+            usage.output_tokens if usage is not None else None,
+            usage.cache_read_tokens if usage is not None else None,
+            r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
+            usage.cache_write_tokens if usage is not None else None, r.cost_usd, r.cost_basis)
+
+
+_HEADERS_JSON: dict[int, tuple[dict[str, str], str]] = {}
+
+
+def _headers_json(shown: dict[str, str]) -> str:
+    """`shown`'s JSON, remembered by identity: the header policy gives the same dict for the
+    same header set, and a client sends the same set request after request. Only the writer
+    thread calls this."""
+    known = _HEADERS_JSON.get(id(shown))
+    if known is not None and known[0] is shown:
+        return known[1]
+    if len(_HEADERS_JSON) >= 256:
+        _HEADERS_JSON.clear()
+    text = orjson.dumps(shown).decode()
+    _HEADERS_JSON[id(shown)] = (shown, text)
+    return text
+
+
+def _row_of(item: Kept) -> tuple[Any, ...]:
+    return _request_row(item) if isinstance(item, Event) else _facts_row(
+        item)  # type: ignore[arg-type]
 
 
 def _event_row(event: Event) -> tuple[Any, ...]:
@@ -241,7 +310,7 @@ class Journal:
         self._connect = connect
         self._flush_interval_s = flush_interval_s
         self._retention_every_s = retention_every_s
-        self._pending: deque[Event] = deque(maxlen=PENDING_MAX)
+        self._pending: deque[Kept] = deque(maxlen=PENDING_MAX)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._flushed = threading.Condition()
@@ -255,8 +324,9 @@ class Journal:
 
     # -- the hot path --------------------------------------------------------------------------
 
-    def record(self, event: Event) -> None:
-        """Queue `event` for the writer (an event-bus sink: never blocks, never raises)."""
+    def record(self, event: Kept) -> None:
+        """Queue `event` for the writer (an event-bus sink: never blocks, never raises); a
+        request's deferred event is written from its facts, never built."""
         if self.problem is None:
             self._pending.append(event)
             self._recorded += 1
@@ -321,15 +391,16 @@ class Journal:
                 self._flushed.notify_all()
 
     def _write_pending(self, conn: sqlite3.Connection) -> None:
-        batch: list[Event] = []
+        batch: list[Kept] = []
         while self._pending:
             batch.append(self._pending.popleft())
         if batch:
-            requests = [_request_row(e) for e in batch if e.kind == "request"]
+            requests = [_row_of(e) for e in batch if e.kind == "request"]
             if self._keep is not None:
                 keep = self._keep
                 requests = [tuple(row[i] for i in keep) for row in requests]
-            others = [_event_row(e) for e in batch if e.kind not in ("request", "health")]
+            others = [_event_row(built(e)) for e in batch
+                      if e.kind not in ("request", "health")]
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(self._insert, requests)

@@ -27,7 +27,8 @@ from typing import Any, Final
 from claudex.engine.addons.cost import CostTotals, Spend
 from claudex.engine.addons.latency import CAPACITY, MINUTES, WINDOW_S
 from claudex.engine.addons.stats import LOCAL_ESTIMATE, attempt_counts
-from claudex.engine.core.classify import DISPOSITIONS, Outcome
+from claudex.engine.core.classify import Outcome
+from claudex.engine.core.policy import breaker_failure
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.usage import TokenTotals, Usage
 
@@ -68,10 +69,7 @@ def local_midnight(now: float) -> float:
 
 
 def _breaker_failure(outcome: str) -> bool:
-    try:
-        return DISPOSITIONS[Outcome(outcome)].breaker_failure
-    except ValueError:
-        return True  # claudex-level failures of the provider ("needs_login"), as the ledger
+    return breaker_failure(outcome)  # a word no row knows counts as a failure, as the ledger
 
 
 # Each attempt of each request in a time range, by provider and outcome (and "answered by

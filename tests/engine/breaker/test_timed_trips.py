@@ -19,7 +19,7 @@ from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transit
 from claudex.engine.breaker.trips import DurationError, duration_words, parse_duration, trip_words
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
-from claudex.engine.events import Event
+from claudex.engine.events import Event, built
 from claudex.engine.history.journal import Journal
 from tests.conftest import TEST_ENV, build_config, eventually, profile_toml
 
@@ -157,7 +157,7 @@ async def test_a_timed_trip_through_the_admin_api_ends_by_itself(fakes: Any,
     clock = FakeClock()
     proxy = await two(fakes, proxy_factory, clock)
     seen: list[Event] = []
-    proxy.engine.events.sinks.append(seen.append)
+    proxy.engine.events.sinks.append(lambda e: seen.append(built(e)))
     resp = await proxy.client.post("/_claudex/breakers/grok/trip",
                                    json={"for": "20m", "reason": "maintenance window"})
     assert resp.status_code == 200
@@ -194,7 +194,7 @@ async def test_a_trip_with_no_body_holds_until_reset_and_a_second_trip_says_its_
     clock = FakeClock()
     proxy = await two(fakes, proxy_factory, clock)
     seen: list[Event] = []
-    proxy.engine.events.sinks.append(seen.append)
+    proxy.engine.events.sinks.append(lambda e: seen.append(built(e)))
     resp = await proxy.client.post("/_claudex/breakers/grok/trip")
     assert resp.json() == {"name": "grok", "breaker": "forced_open", "reason": None,
                            "until": None, "retry_in_s": None}
@@ -335,7 +335,7 @@ async def test_a_timed_trip_ends_on_time_with_nobody_reading_the_breaker() -> No
     # breaker when the trip is due, so the end is told then (bounded wait, not a timing claim).
     engine = Engine(build_config(IDLE_PROFILE), env=TEST_ENV)
     seen: list[Event] = []
-    engine.events.sinks.append(seen.append)
+    engine.events.sinks.append(lambda e: seen.append(built(e)))
     try:
         assert engine.trip("alpha", 0.2, "short")
         await eventually(lambda: any(e.kind == "breaker" and e.data.get("new") == "half_open"

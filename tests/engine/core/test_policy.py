@@ -17,7 +17,7 @@ import pytest
 
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine.core.classify import DISPOSITIONS, Outcome
+from claudex.engine.core.classify import Outcome
 from claudex.engine.core.policy import (
     AFTER_COMMIT,
     POLICY,
@@ -28,6 +28,7 @@ from claudex.engine.core.policy import (
     Retry,
     Rule,
     breaker_failure,
+    dispositions,
 )
 from claudex.providers import translate
 from tests.conftest import (
@@ -102,11 +103,11 @@ def test_breaker_failure_reads_the_table_and_blames_the_provider_for_unknown_wor
 
 
 def test_the_older_three_column_view_agrees_with_the_table() -> None:
-    for outcome, d in DISPOSITIONS.items():
+    for outcome, d in dispositions().items():
         rule = POLICY[outcome]
         assert (d.retry_same, d.failover, d.breaker_failure) == (
             rule.retry is not Retry.NO, rule.failover, rule.breaker is BreakerEffect.FAILURE)
-    assert set(DISPOSITIONS) == set(Outcome)
+    assert set(dispositions()) == set(Outcome)
 
 
 # -- each row through the proxy ----------------------------------------------------------------
