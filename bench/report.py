@@ -336,6 +336,7 @@ def render(results: dict[str, Any]) -> str:
         out.append(_unavailable(con or {}))
 
     out.append(_resilience(results.get("resilience")))
+    out.append(_traces(results.get("traces")))
 
     if results.get("errors"):
         out.append("\n## Sections that failed\n\n")
@@ -415,6 +416,27 @@ def _resilience(section: dict[str, Any] | None) -> str:
     burst = section["burst"]
     out.append(_table(list(burst[0]), [list(r.values()) for r in burst], digits=3))
     return "".join(out) + "\n"
+
+
+def _traces(section: dict[str, Any] | None) -> str:
+    """Traces off and on, and the cost addon, per non-streamed request (bench/traces_cost.py)."""
+    if not section or "off_us" not in section:
+        return ""
+    out = ["\n## Traces and prices (bench/traces_cost.py, in-process, CPU µs per request)\n\n"]
+    out.append(_table(["", "µs"], [
+        ["traces off", section["off_us"]],
+        ["traces on, exported to an OTLP sink (the batch thread included)",
+         section["exported_us"]],
+        ["  added by traces", section["exported_added_us"]],
+        ["  of which on the request's path (the traces addon's hooks)",
+         section["traces_hooks_us"]],
+        ["the cost addon (prices every answer; always on)", section["cost_addon_us"]],
+        ["traces addon's hooks, called directly on a finished flow",
+         section.get("traces_hooks_direct_us")],
+        ["cost addon, called directly on a finished flow", section.get("cost_addon_direct_us")],
+    ], digits=2))
+    out.append(f"\n{section['spans_exported']:,} spans taken by the sink.\n")
+    return "".join(out)
 
 
 def write(results: dict[str, Any], directory: Path) -> tuple[Path, Path]:

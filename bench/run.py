@@ -7,7 +7,8 @@ bench/results.json.
 Latency, throughput, streaming, failover and translation are repeated N times (3, or 1 with
 --quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
 50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s), the console row and resilience
-(bench/resilience.py: time to failover per fault, the 429 burst) run once.
+(bench/resilience.py: time to failover per fault, the 429 burst) and the cost of traces and
+prices per request (bench/traces_cost.py) run once.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience", "addons")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons")
 
 
 def _cpu_model() -> str:
@@ -179,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                           seconds)),
                           ("console", lambda: sections.console(world, settings)),
                           ("resilience", lambda: _resilience(args.quick)),
+                          ("traces", lambda: sections.traces(world, settings)),
                           ("addons", lambda: sections.addons(world, settings))):
             if name not in wanted:
                 continue

@@ -400,3 +400,11 @@ def addons(world: World, settings: Settings) -> dict[str, Any]:
     taking it out of the hooks (bench/request_cost.py, on the proxy's core)."""
     count = "1500" if settings.quick else "4000"
     return _json_helper(world, "bench.request_cost", "--json", "--requests", count)
+# ------------------------------------------------------------------ traces
+
+
+def traces(world: World, settings: Settings) -> dict[str, Any]:
+    """CPU per request with traces off, on (exported to a local OTLP sink) and the addons'
+    share (bench/traces_cost.py, on the proxy's core)."""
+    count = "1500" if settings.quick else "4000"
+    return _json_helper(world, "bench.traces_cost", "--json", "--requests", count)

@@ -361,6 +361,37 @@ def _history_from_file(args: argparse.Namespace, params: dict[str, str]) -> dict
                        f"{exc}.") from None
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    """From the journal file (the engine's or not): the usage report needs every row of the
+    window, grouped, which is one query there."""
+    import sqlite3
+    import time
+
+    from claudex.engine.history.journal import history_path
+    from claudex.engine.history.query import HistoryQueryError
+    from claudex.engine.history.usage_report import parse_since, read_usage
+
+    config = _config_if_loadable(args)
+    settings = config.history if config is not None else HistorySettings()
+    path = history_path(settings)
+    if config is not None and not settings.enabled:
+        raise CliError(f"History is off in {config.path} ([history] enabled = false): there "
+                       "is no journal to report on.")
+    try:
+        report = read_usage(path, since=parse_since(args.since, time.time()), by=args.by)
+    except HistoryQueryError as exc:
+        raise CliError(str(exc)) from None
+    except sqlite3.Error as exc:
+        raise CliError(f"{path} cannot be read: {exc}.") from None
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+        return 0
+    from claudex.usage_text import render_usage
+
+    render_usage(report)
+    return 0
+
+
 def _breaker_command(args: argparse.Namespace, action: str) -> int:
     body: dict[str, Any] | None = None
     timed = getattr(args, "duration", None)
@@ -581,6 +612,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="JSON, as GET /_claudex/history")
     p.add_argument("--url", help="engine URL (default from the config's host and port)")
     p.set_defaults(func=cmd_history)
+    p = add("usage", "what the journaled requests used and cost, per day, profile or model")
+    p.add_argument("--since", default="7d",
+                   help="how far back: 12h, 7d, 30d, or epoch seconds (default 7d)")
+    p.add_argument("--by", choices=("day", "profile", "model"), default="day",
+                   help="one row per day (default), per profile that served, or per model")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_usage)
     p = add("env", "print the environment for Claude Code to use the proxy")
     p.add_argument("profile", nargs="?",
                    help="address this profile (/proxy/PROFILE); default: the default profile")

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from claudex.cost_text import usd_text
 from claudex.engine.events import Event
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of
@@ -56,6 +57,8 @@ def record_from_event(event: Event) -> dict[str, Any]:
         "headers": d.get("headers") if isinstance(d.get("headers"), dict) else None,
         "input_tokens": usage.get("input_tokens"), "output_tokens": usage.get("output_tokens"),
         "cache_read_tokens": usage.get("cache_read_tokens"),
+        "cache_write_tokens": usage.get("cache_write_tokens"),
+        "cost_usd": d.get("cost_usd"), "cost_basis": d.get("cost_basis"),
     }
 
 
@@ -79,10 +82,26 @@ def _text(value: object) -> str:
 
 def _tokens(r: Mapping[str, Any]) -> str:
     tin, tout, cached = r.get("input_tokens"), r.get("output_tokens"), r.get("cache_read_tokens")
+    written = r.get("cache_write_tokens")
     if tin is None and tout is None:
         return NONE
     text = f"{tin or 0} in / {tout or 0} out"
-    return text + (f" (+{cached} cache reads)" if cached else "")
+    extra = [f"{cached} cache reads" if cached else "",
+             f"{written} cache writes" if written else ""]
+    extra = [e for e in extra if e]
+    return text + (f" (+{', '.join(extra)})" if extra else "")
+
+
+def request_cost_words(r: Mapping[str, Any]) -> str:
+    """A request's price: `$0.0123`, `$0.0123 API-equivalent` (a subscription login), or
+    `unpriced` for tokens the price table has no price for."""
+    if r.get("input_tokens") is None and r.get("output_tokens") is None:
+        return NONE
+    usd = r.get("cost_usd")
+    if not isinstance(usd, int | float):
+        return "unpriced"
+    return usd_text(usd) + (" API-equivalent" if r.get("cost_basis") == "api_equivalent"
+                            else "")
 
 
 def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, str]]:
@@ -112,6 +131,7 @@ def detail_fields(r: Mapping[str, Any], when: When = _when) -> list[tuple[str, s
         ("status", status),
         ("latency", latency),
         ("tokens", _tokens(r)),
+        ("cost", request_cost_words(r)),
         ("dropped", _text(r.get("dropped"))),
         ("notes", "; ".join(str(n) for n in r.get("notes") or ()) or NONE),
     ]
@@ -182,7 +202,8 @@ def detail_lines(r: Mapping[str, Any], when: When = _when) -> list[str]:
 def request_line(r: Mapping[str, Any]) -> str:
     tokens = ""
     if r.get("input_tokens") is not None or r.get("output_tokens") is not None:
-        tokens = f"  tokens {r.get('input_tokens') or 0} in / {r.get('output_tokens') or 0} out"
+        tokens = (f"  tokens {r.get('input_tokens') or 0} in / {r.get('output_tokens') or 0} out"
+                  f"  {request_cost_words(r)}")
     latency = r.get("latency_ms")
     latency_text = f"{float(latency):.0f} ms" if isinstance(latency, int | float) else "-"
     stream = " stream" if r.get("stream") else ""

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from claudex.cost_text import cost_cell
 from claudex.engine.addons.latency import latency_cell
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.secrets import SCRUBBER
@@ -27,13 +28,13 @@ _SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai",
 _UNBOUNDED_WIDTH = 1000
 
 
-def _console() -> Console:
+def console_for_output() -> Console:
     out = Console()
     return out if out.is_terminal else Console(width=_UNBOUNDED_WIDTH)
 
 
 def render_status(data: dict[str, Any], console: Console | None = None) -> None:
-    out = console or _console()
+    out = console or console_for_output()
     title = (f"claudex at {data.get('listen', '?')} · {data.get('requests', 0)} requests · "
              f"{data.get('failovers', 0)} failed over · {data.get('requests_per_s', 0)} req/s")
     table = Table(title=title, title_justify="left", title_style="bold")
@@ -46,8 +47,11 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     # probe's latency; it may wrap after its label.
     table.add_column("latency p50/p95", justify="right")
     table.add_column("req/err", justify="right")
+    # What the tokens cost at API prices (≈: a subscription's API-equivalent; +: some unpriced).
+    table.add_column("$ today", justify="right", no_wrap=True)
     errors: list[Text] = []
     limits: list[Text] = []
+    marks: set[str] = set()
     for p in data.get("profiles", []):
         health = p.get("health", {})
         breaker = p.get("breaker", {})
@@ -69,7 +73,9 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             str(breaker.get("consecutive_failures", 0)),
             _latency_text(stats, latency),
             f"{stats.get('requests', 0)}/{stats.get('failures', 0)}",
+            cost_cell(p),
         )
+        marks |= {mark for mark in ("≈", "+", "unpriced") if mark in cost_cell(p)}
         for model, cap in (p.get("learned_max_tokens") or {}).items():
             limits.append(Text.assemble((f"{name}: ", "bold"),
                                         f"max_tokens capped at {cap} for {model or 'its model'}"
@@ -78,6 +84,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             last_error = SCRUBBER.text(str(stats["last_error"]))
             errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))
     out.print(table)
+    if marks:
+        out.print(Text(_cost_legend(marks), style="dim"))
     if limits:
         out.print("learned limits:")
         for line in limits:
@@ -92,6 +100,15 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                        style="bold yellow"))
     if isinstance(data.get("fleet"), dict):
         _render_fleet(data["fleet"], out)
+
+
+def _cost_legend(marks: set[str]) -> str:
+    said = []
+    if "≈" in marks:
+        said.append("≈ API-equivalent: a subscription login, whose cost is its plan")
+    if "+" in marks or "unpriced" in marks:
+        said.append("unpriced: answers whose model the price table does not know (not $0)")
+    return "$ at API prices; " + "; ".join(said) if said else ""
 
 
 def _latency_text(stats: dict[str, Any], probe_ms: Any) -> str:

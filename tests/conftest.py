@@ -187,7 +187,8 @@ async def proxy_factory() -> AsyncIterator[Callable[..., Any]]:
     async def make(config: Config, *, fakes: dict[str, FakeProvider] | None = None,
                    token: str | None = None, **engine_kw: Any) -> Proxy:
         sleep = RecordingSleep()
-        engine = Engine(config, sleep=sleep, env=TEST_ENV, **engine_kw)
+        engine_kw.setdefault("env", TEST_ENV)
+        engine = Engine(config, sleep=sleep, **engine_kw)
         app = create_app(engine, token=token)
         server = await start_in_background(app)
         client = httpx.AsyncClient(base_url=server.url, timeout=10.0)

@@ -382,8 +382,8 @@ _PROFILE_KEYS: Mapping[str, Checker] = {
 _REQUIRED_PROFILE_KEYS = ("name", "provider_type", "base_url")
 # A Claudex profile key claudex cannot use: accepted, and the profile is shown misconfigured.
 _CLAUDEX_ONLY_PROFILE_KEYS = frozenset({"api_key_keyring"})
-_SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "history", "profiles",
-             "model_aliases", "routes", "router")
+_SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "history", "telemetry",
+             "profiles", "model_aliases", "routes", "router")
 # Claudex features claudex does not have: a warning, and the key is ignored.
 _NOT_IMPLEMENTED = ("hyperlinks", "context")
 _TOP_LEVEL_KEYS = (*_SECTIONS, *_TOP_LEVEL_PROXY_KEYS, "claude_binary", *_NOT_IMPLEMENTED)

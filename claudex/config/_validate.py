@@ -40,7 +40,7 @@ from claudex.config._checks import (
     _type_name,
 )
 from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
-from claudex.config._history_checks import HISTORY_KEYS
+from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS, route_problems
 from claudex.config._secrets import _profile_problem
@@ -57,6 +57,7 @@ from claudex.config.model import (
     RetrySettings,
     RouterSettings,
     RoutesSettings,
+    TelemetrySettings,
 )
 
 
@@ -123,6 +124,7 @@ class _Builder:
         fleet_values = self._section(data, "fleet", FLEET_KEYS)
         self._check_fleet_key(fleet_values)
         history_values = self._section(data, "history", HISTORY_KEYS)
+        telemetry_values = self._section(data, "telemetry", TELEMETRY_KEYS)
         routes_values = self._section(data, "routes", ROUTES_KEYS)
         router_values = self._section(data, "router", ROUTER_KEYS)
         checked = self._profiles(data.get("profiles", []))
@@ -159,6 +161,7 @@ class _Builder:
             health=health,
             fleet=replace(FleetSettings(), **fleet_values),
             history=replace(HistorySettings(), **history_values),
+            telemetry=replace(TelemetrySettings(), **telemetry_values),
             routes=replace(RoutesSettings(), **routes_values),
             router=replace(RouterSettings(), **router_values),
             profiles=profiles,

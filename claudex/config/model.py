@@ -96,6 +96,16 @@ class HistorySettings:
 
 
 @dataclass(frozen=True)
+class TelemetrySettings:
+    """`[telemetry]`: OTLP/HTTP traces (engine/addons/traces.py). `otlp_endpoint` is the
+    collector's base URL, as `OTEL_EXPORTER_OTLP_ENDPOINT` (`/v1/traces` is added), or the full
+    traces URL when it ends so; None: the OTEL_EXPORTER_OTLP_* variables decide, and with none
+    set, no traces (and nothing of OpenTelemetry imported)."""
+
+    otlp_endpoint: str | None = None
+
+
+@dataclass(frozen=True)
 class FleetSettings:
     """`[fleet]`: instances sharing breaker facts through Redis (off unless `redis_url` is set).
     `name` defaults to the instance's host:port; `password_env` names the Redis password's
@@ -227,6 +237,7 @@ class Config:
     health: HealthSettings = field(default_factory=HealthSettings)
     fleet: FleetSettings = field(default_factory=FleetSettings)
     history: HistorySettings = field(default_factory=HistorySettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     router: RouterSettings = field(default_factory=RouterSettings)
     profiles: tuple[Profile, ...] = ()

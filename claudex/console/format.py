@@ -134,9 +134,12 @@ def compact_count(n: int) -> str:
 
 def token_words(profile: Mapping[str, Any]) -> str:
     """` · 1.2k/340 tok` (in/out), once the provider has answered with usage: the panel's
-    counts line has room for little more."""
+    counts line has room for little more. In is the whole input, cache reads and writes
+    included (what a Claude Code session mostly is)."""
     tokens = profile.get("tokens") or {}
-    tin, tout = int(tokens.get("input_tokens") or 0), int(tokens.get("output_tokens") or 0)
+    tin = sum(int(tokens.get(key) or 0) for key in ("input_tokens", "cache_read_tokens",
+                                                   "cache_write_tokens"))
+    tout = int(tokens.get("output_tokens") or 0)
     if not (tin or tout):
         return ""
     return f" · {compact_count(tin)}/{compact_count(tout)} tok"

@@ -14,7 +14,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 from claudex.config import _checks
 from claudex.config._checks import Checker
 from claudex.config._fleet_checks import FLEET_KEYS
-from claudex.config._history_checks import HISTORY_KEYS
+from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS
 from claudex.config.model import (
     BreakerSettings,
@@ -26,6 +26,7 @@ from claudex.config.model import (
     RetrySettings,
     RouterSettings,
     RoutesSettings,
+    TelemetrySettings,
 )
 from claudex.docs_gen.example_file import ExampleFile, parse
 from claudex.docs_gen.markdown import code, table
@@ -55,6 +56,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("health", _checks._HEALTH_KEYS, HealthSettings),
     Section("history", HISTORY_KEYS, HistorySettings),
     Section("fleet", FLEET_KEYS, FleetSettings, "read at start; a reload does not change it"),
+    Section("telemetry", TELEMETRY_KEYS, TelemetrySettings,
+            "read at start; a reload does not change it"),
     Section("routes", ROUTES_KEYS, RoutesSettings, "requests on /v1/... only"),
     Section("router", ROUTER_KEYS, RouterSettings, "Claudex's"),
 )

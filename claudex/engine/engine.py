@@ -10,20 +10,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
+from claudex.engine.addons.cost import CostAddon, CostTotals, Spend, cost_basis
 from claudex.engine.addons.counting import StatsAddon
+from claudex.engine.addons.prices import PriceTable
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
 from claudex.engine.addons.signatures import SignatureMemory
 from claudex.engine.addons.stats import GlobalStats
 from claudex.engine.addons.tokens import TokensAddon
+from claudex.engine.addons.trace_settings import trace_settings
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
@@ -42,6 +46,9 @@ from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 from claudex.engine.secrets import SCRUBBER, config_secrets
+
+if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
+    from claudex.engine.addons.traces import TracesAddon
 
 log = logging.getLogger("claudex.engine")
 
@@ -84,6 +91,10 @@ class Engine:
         self.totals = GlobalStats()
         self.tokens = TokenTotals()
         self.earlier_tokens = TokenTotals()  # today's, before this start (journal_seed.py)
+        # What the tokens cost at API prices (engine/addons/cost.py), and the price table.
+        self.prices = PriceTable(wall)
+        self.costs = CostTotals()
+        self.earlier_costs = CostTotals()  # today's, before this start, from the journal
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
@@ -99,6 +110,7 @@ class Engine:
         self.runtimes: dict[str, ProviderRuntime] = {}
         for profile in config.profiles:
             self.runtimes[profile.name] = self._new_runtime(profile)
+        self.traces: TracesAddon | None = None  # `[telemetry]` / OTEL_EXPORTER_OTLP_*: at start
         # The features on the request lifecycle (engine/core/hooks.py): `_addons` says which.
         self.hooks = Hooks(self._addons())
         # `[routes]` / `[router]` (engine/routing/): None when the config has neither.
@@ -117,12 +129,22 @@ class Engine:
         """The addons every request passes, in order; each only when its config needs it, so
         a feature that is off costs nothing (engine/core/hooks.py)."""
         runtimes = lambda: self.runtimes  # noqa: E731 - read at each request: reloads swap it
-        return [
+        addons: list[object] = [
             StatsAddon(self.totals, runtimes, self.wall, self.clock),
             SeriesAddon(runtimes, self.wall),
             TokensAddon(self.tokens),
+            CostAddon(self.prices, self.costs, runtimes),  # before the event that carries it
             RequestEventsAddon(self.events),
         ]
+        # Traces: only with an endpoint, and only then is OpenTelemetry imported at all.
+        settings = trace_settings(self.config.telemetry,
+                                  os.environ if self.env is None else self.env)
+        if settings is not None:
+            from claudex.engine.addons.traces import TracesAddon
+
+            self.traces = TracesAddon(settings, runtimes)
+            addons.append(self.traces)
+        return addons
 
     def _new_runtime(self, profile: Profile) -> ProviderRuntime:
         gate: Callable[[], bool] | None = None
@@ -192,6 +214,8 @@ class Engine:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self, *, health: bool | None = None) -> None:
+        # genai-prices takes a quarter of a second to import: off the loop, before traffic.
+        await asyncio.to_thread(self.prices.load)
         if self.journal is not None:
             self._restore_trips(await asyncio.to_thread(trips_in_journal, self.journal.path,
                                                         self.wall(), self._listen()))
@@ -213,7 +237,7 @@ class Engine:
         seed = await asyncio.to_thread(read_seed, self.journal.path, now=now,
                                        until=self.started_at, day_start=local_midnight(now))
         if seed is not None:
-            apply_seed(seed, self.runtimes, self.earlier_tokens)
+            apply_seed(seed, self.runtimes, self.earlier_tokens, self.earlier_costs)
 
     async def close(self) -> None:
         if self.seeding is not None and not self.seeding.done():
@@ -232,6 +256,28 @@ class Engine:
             await self.http.aclose()
         if self.journal is not None:
             await asyncio.to_thread(self.journal.close)  # writes what is pending
+        if self.traces is not None:
+            await self._close_traces(self.traces)
+
+    @staticmethod
+    async def _close_traces(traces: TracesAddon) -> None:
+        """The queued spans go out, waited for a bounded time: a dead collector must not hold
+        up a shutdown (its thread is a daemon, dropped at exit)."""
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+
+        def closed() -> None:
+            try:
+                loop.call_soon_threadsafe(done.set)
+            except RuntimeError:  # the loop is gone: nobody waits any more
+                pass
+
+        traces.close(closed)
+        try:
+            await asyncio.wait_for(done.wait(), 2 * traces.settings.timeout_s)
+        except TimeoutError:
+            log.warning("traces: the collector did not take the last spans in %.0f s; "
+                        "they are dropped", 2 * traces.settings.timeout_s)
 
     # -- the interface -------------------------------------------------------------------------
 
@@ -331,6 +377,15 @@ class Engine:
         live, earlier = self.tokens.of_provider(name), self.earlier_tokens.of_provider(name)
         return {kind: count + earlier.get(kind, 0) for kind, count in live.items()}
 
+    def _cost_of(self, rt: ProviderRuntime) -> dict[str, Any]:
+        """What `rt`'s answers cost at API prices, this process's and earlier today's:
+        `cost_usd` None when nothing was priced (no answer yet, or only unpriced ones)."""
+        spend = (self.costs.of_provider(rt.name) or Spend()).plus(
+            self.earlier_costs.of_provider(rt.name))
+        return {"cost_usd": spend.cost_usd,
+                "cost": {"priced": spend.priced, "unpriced": spend.unpriced,
+                         "basis": cost_basis(rt.profile)}}
+
     def snapshot(self) -> dict[str, Any]:
         now, now_wall = self.clock(), self.wall()
         degraded = self.config.health.degraded_latency_ms
@@ -348,9 +403,12 @@ class Engine:
             "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
                                                                       now_wall)), rt,
                                       now_wall) | {"tokens": self._tokens_of(name)}
+                         | self._cost_of(rt)
                          for name, rt in self.runtimes.items()],
             "tokens_by_profile": {name: u.to_json()
                                   for name, u in self.tokens.by_profile.items()},
+            "cost_by_profile": {name: spend.to_json()
+                                for name, spend in self.costs.by_profile.items()},
             "history": (self.journal.status() if self.journal is not None
                         else {"enabled": False, "path": None, "problem": "not kept"}),
         }

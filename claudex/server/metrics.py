@@ -95,14 +95,26 @@ class EngineCollector(Collector):
             for field_name, count in s.dropped.items():
                 dropped.add_metric([name, field_name], count)
         tokens = CounterMetricFamily(
-            "claudex_provider_tokens", "Tokens in answers a provider served, as it reported "
-            "them (kind: input, output, cache_read)", labels=["provider", "kind"])
+            "claudex_provider_tokens", "Tokens in answers a provider served (kind: input, not "
+            "read from or written to a cache; output; cache_read; cache_write)",
+            labels=["provider", "kind"])
+        cost = CounterMetricFamily(
+            "claudex_provider_cost_usd", "What the tokens a provider served cost at API prices "
+            "(genai-prices' table; API-equivalent for a subscription login), in USD",
+            labels=["provider"])
+        unpriced = CounterMetricFamily(
+            "claudex_provider_unpriced_answers", "Answers with tokens whose model the price "
+            "table does not know (their cost is not in claudex_provider_cost_usd)",
+            labels=["provider"])
         for name in engine.runtimes:
             counted = engine.tokens.of_provider(name)
-            for kind in ("input", "output", "cache_read"):
+            for kind in ("input", "output", "cache_read", "cache_write"):
                 tokens.add_metric([name, kind], counted[f"{kind}_tokens"])
-        yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens,
-                    in_flight, queued, limit, queue_full, refused)
+            spend = engine.costs.of_provider(name)
+            cost.add_metric([name], spend.usd if spend is not None else 0.0)
+            unpriced.add_metric([name], spend.unpriced if spend is not None else 0)
+        yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens, cost,
+                    unpriced, in_flight, queued, limit, queue_full, refused)
         yield from _histograms(engine)
 
 

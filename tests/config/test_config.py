@@ -100,7 +100,7 @@ def test_example_file_documents_only_real_keys() -> None:
                if table != "model_aliases" and key not in allowed[table]]
     assert not unknown
     commented = re.findall(r"^# \[([a-z_]+)\]$", text, flags=re.MULTILINE)
-    assert commented == ["fleet", "model_aliases", "routes", "router"]
+    assert commented == ["fleet", "telemetry", "model_aliases", "routes", "router"]
     tables = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n" for (table, key), value
                                              in shown.items() if table == name)
                      for name in commented)
@@ -108,6 +108,27 @@ def test_example_file_documents_only_real_keys() -> None:
     assert config.routes.configured and config.router.active
     assert config.model_aliases == {"fast": "claude-haiku-4-5"}
     assert config.fleet.redis_url == "redis://127.0.0.1:6379/0"
+    assert config.telemetry.otlp_endpoint == "http://127.0.0.1:4318"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('"ftp://127.0.0.1:4318"', 'must use http or https, not "ftp"'),
+    ('"http://user:secret@127.0.0.1:4318"', "must not contain a user name or password"),
+    ("4318", "must be a string, not an integer"),
+])
+def test_telemetry_endpoint_problems_name_file_line_and_key(value: str, message: str) -> None:
+    text = f"[proxy]\nport = 13456\n\n[telemetry]\notlp_endpoint = {value}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env={})
+    [issue] = caught.value.issues
+    assert (issue.line, issue.key) == (5, "telemetry.otlp_endpoint")
+    assert message in issue.message and "secret" not in str(issue)
+
+
+def test_an_unknown_telemetry_key_is_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("[telemetry]\notlp_endpiont = \"http://127.0.0.1:4318\"\n", env={})
+    assert "telemetry.otlp_endpiont" in str(caught.value)
 
 
 def test_example_file_with_keys_set_has_no_problems() -> None:

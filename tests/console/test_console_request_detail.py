@@ -428,7 +428,9 @@ def failed_over_event(at: float) -> Event:
                     "anthropic-version": "2023-06-01",
                     "anthropic-beta": "claude-code-20250219,interleaved-thinking-2025-05-14",
                     "x-api-key": "sk-…wxyz", "x-app": "cli", "content-type": "application/json"},
-        "usage": {"input_tokens": 18342, "output_tokens": 412, "cache_read_tokens": 12000},
+        "usage": {"input_tokens": 18342, "output_tokens": 412, "cache_read_tokens": 12000,
+                  "cache_write_tokens": 1500},
+        "cost_usd": 0.0741, "cost_basis": "api",
     }, time=at)
 
 

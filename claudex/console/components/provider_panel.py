@@ -27,6 +27,7 @@ from claudex.console.format import (
     token_words,
 )
 from claudex.console.messages import ProfileSelected
+from claudex.cost_text import cost_words
 from claudex.engine.addons.latency import latency_words
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
@@ -91,7 +92,7 @@ class ProviderPanel(Vertical):
         if list(self.spark.data or []) != data:
             self.spark.data = data
         self.counts_line.set_text(escape(counts_words(stats) + token_words(profile)
-                                         + limit_words(profile)))
+                                         + cost_words(profile) + limit_words(profile)))
         self.error_line.set_text(f"[dim]{escape(last_error_words(stats, now_wall))}[/]")
 
 

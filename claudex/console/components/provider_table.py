@@ -3,8 +3,9 @@
 Columns: a dot in the provider's colour, name, state, time left (an open breaker's countdown, a
 timed trip's remaining time, ∞ for a trip until reset), requests/min, error % of the last five
 minutes ("err 5m"), p50/p95 of total duration (non-streamed answers), time to first content
-(p50, streams), tokens/min, a sparkline of requests per minute over the last 30 minutes (a
-minute with errors in red) and the last error.
+(p50, streams), tokens/min, what the tokens cost at API prices ("$ today": ≈ marks a
+subscription's API-equivalent, + some answers unpriced), a sparkline of requests per minute
+over the last 30 minutes (a minute with errors in red) and the last error.
 Colour marks state only (the dot, a state that is not closed, error minutes); secondary text is
 dim. The widths follow the widget's width: the sparkline takes 30, 15 or 10 cells, the last error
 the rest (or nothing on a narrow screen).
@@ -59,6 +60,7 @@ def columns_for(width: int, name_width: int) -> list[Column]:
         Column("rpm", "req/m", 5, right=True), Column("err", "err 5m", 6, right=True),
         Column("p50", "p50", 5, right=True), Column("p95", "p95", 5, right=True),
         Column("ttfc", "ttfc", 5, right=True), Column("tpm", "tok/m", 5, right=True),
+        Column("cost", "$ today", 8, right=True),
     ]
     used = 1 + sum(c.width + GAP for c in fixed)  # one cell of margin on the left
     spark = next((w for w in (30, 15, 10) if width - used - w - GAP >= MIN_ERROR_WIDTH),

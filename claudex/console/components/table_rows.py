@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from claudex.console.format import compact_count, safe, state_label
+from claudex.cost_text import cost_cell
 
 MISSING: Final = "—"
 ERROR_MINUTES: Final = 5  # the error % column: this many newest minutes (the current one too)
@@ -122,6 +123,7 @@ class TableRow:
     ttfc_ms: float | None
     ttfc_p95_ms: float | None
     tokens_per_min: float | None
+    cost: str            # what its tokens cost at API prices (cost_text.cost_cell)
     minutes_requests: tuple[int, ...] | None
     minutes_errors: tuple[int, ...] | None
     last_error: str
@@ -140,6 +142,7 @@ class TableRow:
             "rpm": rate_text(self.requests_per_min), "err": percent_text(self.error_rate),
             "p50": ms_text(self.p50_ms), "p95": ms_text(self.p95_ms),
             "ttfc": ms_text(self.ttfc_ms), "tpm": rate_text(self.tokens_per_min),
+            "cost": self.cost,
         }
 
     def matches(self, needle: str) -> bool:
@@ -238,6 +241,7 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
         ttfc_ms=_number(latency.get("first_content_p50_ms")),
         ttfc_p95_ms=_number(latency.get("first_content_p95_ms")),
         tokens_per_min=_number(stats.get("tokens_per_min")),
+        cost=cost_cell(profile),
         minutes_requests=minutes_requests,
         minutes_errors=minutes_errors,
         last_error=_trip_words(breaker) or _error_words(stats, now_wall),

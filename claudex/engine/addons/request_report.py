@@ -48,6 +48,8 @@ class RequestEventsAddon:
         if result is None:
             return
         record = RequestRecord(flow.req, result, flow.ms, flow.usage, time.time())
+        # Its price at API prices (engine/addons/cost.py, which runs before this one).
+        record.cost_usd, record.cost_basis = flow.cost_usd, flow.cost_basis
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request %s", record.sentence())
         if self._events.wants("request"):
@@ -63,6 +65,8 @@ class RequestRecord:
     __slots__ = (
         "_event",
         "attempts",
+        "cost_basis",
+        "cost_usd",
         "dropped",
         "endpoint",
         "headers",
@@ -89,6 +93,8 @@ class RequestRecord:
                  usage: Usage | None, now: float) -> None:
         self.id = 0  # given by the bus
         self.instance: str | None = None  # a fleet's bus names its instance
+        self.cost_usd: float | None = None  # set by the addon from the flow (addons/cost.py)
+        self.cost_basis: str | None = None
         self.time = now  # when the request ended, as an event's time is when it is made
         self.protocol = req.protocol
         self.endpoint = req.endpoint
@@ -150,6 +156,9 @@ class RequestRecord:
             "dropped": list(self.dropped),
             "notes": list(self.notes),
             "usage": self.usage.to_json() if self.usage is not None else None,
+            # Its price at API prices (engine/addons/cost.py).
+            "cost_usd": self.cost_usd,
+            "cost_basis": self.cost_basis,
             # The request detail (issue 15): which request, by which route, with which
             # headers (engine/header_policy.py: values off its allow-list masked), and how
             # soon the served stream had content.

@@ -38,7 +38,7 @@ class SeriesAddon:
             return
         usage = flow.usage
         if usage is not None:
-            served.stats.minutes.add(now, tokens=usage.input_tokens + usage.output_tokens)
+            served.stats.minutes.add(now, tokens=usage.total)  # cache reads and writes too
         last = attempts[-1]
         req = flow.req
         if last.provider != result.provider or last.outcome != "ok" or \

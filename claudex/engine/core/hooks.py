@@ -55,8 +55,9 @@ class Flow:
     Slots, not a dataclass: one is made per request, and its fields are written as the request
     goes (the trail grows, the result and usage come at the end)."""
 
-    __slots__ = ("addressed", "all_failed", "data", "failed_over", "ms", "req", "request_id",
-                 "result", "started", "started_wall", "trail", "usage")
+    __slots__ = ("addressed", "all_failed", "cost_basis", "cost_usd", "data", "failed_over",
+                 "ms", "req", "request_id", "result", "started", "started_wall", "trail",
+                 "usage")
 
     def __init__(self, req: ProxyRequest, started: float, started_wall: float) -> None:
         self.req = req
@@ -70,6 +71,10 @@ class Flow:
         self.result: ForwardResult | None = None
         self.usage: Usage | None = None    # the tokens the answer reported, when it did
         self.ms = 0.0                      # time to the answer (a stream's: to its commit)
+        # What the usage cost at API prices (engine/addons/cost.py; None: unpriced or no usage)
+        # and whether that is a subscription's API-equivalent.
+        self.cost_usd: float | None = None
+        self.cost_basis: str | None = None
         # What addons keep about this request between their hooks, by addon name; None until
         # one needs it (most requests never allocate it).
         self.data: dict[str, Any] | None = None

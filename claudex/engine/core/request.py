@@ -136,8 +136,8 @@ class Trail:
 
 class AnswerStream(Protocol):
     """A committed stream as the server relays it (engine/core/streaming.py `RelayedStream`):
-    its chunks, `aclose` when the client is gone, and `count`, called once when it ends with
-    the usage its events reported."""
+    its chunks, `aclose` when the client is gone, `count`, called once when it ends with the
+    usage its events reported, and `usage_lines`, the first and last lines that reported it."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 
@@ -146,6 +146,8 @@ class AnswerStream(Protocol):
     async def aclose(self) -> None: ...
 
     def count(self, done: Callable[[Usage | None], None]) -> None: ...
+
+    def usage_lines(self) -> tuple[str | None, str | None]: ...
 
 
 @dataclass

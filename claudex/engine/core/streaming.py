@@ -127,6 +127,11 @@ class RelayedStream:
         closed (the engine counts the request then)."""
         self._done = done
 
+    def usage_lines(self) -> tuple[str | None, str | None]:
+        """The first and last lines that reported usage, as the client got them (a trace reads
+        the answer's model and finish reason there: engine/addons/answer_facts.py)."""
+        return self._scanner.first_line, self._scanner.last_line
+
     def __aiter__(self) -> RelayedStream:
         return self
 

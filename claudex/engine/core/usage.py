@@ -13,8 +13,15 @@ What it costs a stream: one `bytes.find(b'"usage"')` per chunk (C speed) and the
 chunk's last unfinished line; only a line holding the marker is decoded, and only its usage
 object is parsed. The marker cannot match inside a JSON string, where quotes are escaped.
 
-Counts are as each provider reports them: `input` is its input count (OpenAI's `prompt_tokens`
-include cached ones; Anthropic's `input_tokens` do not), `cache_read` the cached part it names.
+Counts are kept in one convention whatever the protocol: four parts that do not overlap, so they
+add up. `input` is the input neither read from nor written to a prompt cache, `cache_read` the
+part read from one, `cache_write` the part written to one (Anthropic's
+`cache_creation_input_tokens`, billed at 1.25 x input), `output` the output. Anthropic reports
+them so; OpenAI's `prompt_tokens` and Responses' `input_tokens` are the whole input, cached part
+(`*_tokens_details.cached_tokens`) and written part (`cache_write_tokens` there, OpenRouter's
+name, which claudex's Anthropic -> OpenAI translation also sets) included, so those are taken
+out of `input`. The whole input, as the OpenTelemetry GenAI conventions and genai-prices count
+it, is `input + cache_read + cache_write` (`Usage.all_input`).
 """
 
 from __future__ import annotations
@@ -31,9 +38,20 @@ _DECODER: Final = json.JSONDecoder()
 
 @dataclass
 class Usage:
-    input_tokens: int = 0
+    input_tokens: int = 0        # neither read from nor written to a cache
     output_tokens: int = 0
     cache_read_tokens: int = 0
+    cache_write_tokens: int = 0  # Anthropic's cache_creation_input_tokens
+
+    @property
+    def all_input(self) -> int:
+        """The whole input, cached parts included (OpenAI's and genai-prices' input count)."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens + \
+            self.output_tokens
 
     def merge_max(self, other: Usage) -> None:
         """One answer reports usage more than once (start and end of a stream): the larger
@@ -41,16 +59,19 @@ class Usage:
         self.input_tokens = max(self.input_tokens, other.input_tokens)
         self.output_tokens = max(self.output_tokens, other.output_tokens)
         self.cache_read_tokens = max(self.cache_read_tokens, other.cache_read_tokens)
+        self.cache_write_tokens = max(self.cache_write_tokens, other.cache_write_tokens)
 
     def add(self, other: Usage) -> None:
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.cache_read_tokens += other.cache_read_tokens
+        self.cache_write_tokens += other.cache_write_tokens
 
     def to_json(self) -> dict[str, int]:
         # Once per request: written out, as dataclasses.asdict costs several times more.
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cache_read_tokens": self.cache_read_tokens}
+                "cache_read_tokens": self.cache_read_tokens,
+                "cache_write_tokens": self.cache_write_tokens}
 
 
 def _count(value: object) -> int:
@@ -58,14 +79,26 @@ def _count(value: object) -> int:
 
 
 def normalise(raw: Mapping[str, Any]) -> Usage:
-    """Any of the three protocols' usage objects as one shape."""
-    details = raw.get("prompt_tokens_details") or raw.get("input_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
-    return Usage(
-        input_tokens=_count(raw.get("input_tokens")) or _count(raw.get("prompt_tokens")),
-        output_tokens=_count(raw.get("output_tokens")) or _count(raw.get("completion_tokens")),
-        cache_read_tokens=_count(raw.get("cache_read_input_tokens")) or _count(cached),
-    )
+    """Any of the three protocols' usage objects as one shape (the module's docstring says
+    which): Chat's `prompt_tokens` and Responses' `input_tokens` (told apart from Anthropic's
+    by their `*_tokens_details` or `total_tokens`, which Anthropic never sends) hold the cached
+    parts; Anthropic's `input_tokens` does not."""
+    output = _count(raw.get("output_tokens")) or _count(raw.get("completion_tokens"))
+    prompt = raw.get("prompt_tokens")
+    details = raw.get("prompt_tokens_details") if prompt is not None else \
+        raw.get("input_tokens_details")
+    if prompt is None and details is None and "total_tokens" not in raw:  # Anthropic's
+        return Usage(_count(raw.get("input_tokens")), output,
+                     _count(raw.get("cache_read_input_tokens")),
+                     _count(raw.get("cache_creation_input_tokens")))
+    whole = _count(prompt) if prompt is not None else _count(raw.get("input_tokens"))
+    if not isinstance(details, Mapping):
+        details = {}
+    # Some OpenAI-compatible gateways in front of Claude put Anthropic's counters at the top.
+    read = _count(details.get("cached_tokens")) or _count(raw.get("cache_read_input_tokens"))
+    written = _count(details.get("cache_write_tokens")) or \
+        _count(raw.get("cache_creation_input_tokens"))
+    return Usage(max(0, whole - read - written), output, read, written)
 
 
 def _usage_at(text: str, marker_at: int) -> Usage | None:
@@ -93,11 +126,16 @@ def usage_in_body(body: bytes) -> Usage | None:
 
 
 class UsageScanner:
-    """Feed it a stream's chunks; `usage` is what they reported (None if nothing)."""
+    """Feed it a stream's chunks; `usage` is what they reported (None if nothing). The first
+    and last lines that reported it are kept as they were decoded (two references, no copy):
+    a trace reads the answer's model and finish reason there at the end
+    (engine/addons/answer_facts.py), and nothing else looks at them."""
 
     def __init__(self) -> None:
         self._carry = b""
         self.usage: Usage | None = None
+        self.first_line: str | None = None
+        self.last_line: str | None = None
 
     def feed(self, chunk: bytes) -> None:
         window = self._carry + chunk if self._carry else chunk
@@ -130,8 +168,10 @@ class UsageScanner:
             if found is not None:
                 if self.usage is None:
                     self.usage = found
+                    self.first_line = text
                 else:
                     self.usage.merge_max(found)
+                self.last_line = text
             at = text.find('"usage"', at + 1)
 
 

@@ -2,17 +2,22 @@
 
 What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
 that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
-translation dropped, tokens in/out when known, its request id, the route the client used, the
-client's headers (engine/header_policy.py: every name, values off its allow-list masked) and the
-route that chose its profile (`routed`: "long_context -> gemini"); for every other event its
-kind, profile, sentence and data. Never a body or a secret (the engine's events hold none: their
-texts pass the scrubber before they are published, and headers are masked then).
+translation dropped, tokens when known (input, output, cache read, cache write: the four parts
+core/usage.py counts), what they cost at API prices (`cost_usd`, NULL when the price table does
+not know the model; `cost_basis` says `api_equivalent` for a subscription login, whose real
+cost is its plan), its request id, the route the client used, the client's headers
+(engine/header_policy.py: every name, values off its allow-list masked) and the route that chose
+its profile (`routed`: "long_context -> gemini"); for every other event its kind, profile,
+sentence and data. Never a body or a secret (the engine's events hold none: their texts pass the
+scrubber before they are published, and headers are masked then).
 
 Migrations: columns a newer claudex added are added to an older file when it is opened, and
 `PRAGMA user_version` says what the rows have been through. Version 1: the client headers of
 rows written before the header policy (which masked only a list of credential names, so an
 `api-key` or `x-goog-api-key` was kept in full) are masked again by the policy, once, and the
-file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too.
+file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too. The
+cost columns come with the old rows' input tokens brought to today's convention, once
+(`_add_cost_columns`).
 
 The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
 a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
@@ -60,7 +65,8 @@ CREATE TABLE IF NOT EXISTS requests (
     endpoint TEXT, model TEXT, profile TEXT, provider TEXT, status INTEGER, outcome TEXT,
     latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
     input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
-    request_id TEXT, route TEXT, headers TEXT, routed TEXT);
+    request_id TEXT, route TEXT, headers TEXT, cache_write_tokens INTEGER, cost_usd REAL,
+    cost_basis TEXT, routed TEXT);
 CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
 CREATE TABLE IF NOT EXISTS events (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
@@ -71,10 +77,15 @@ CREATE INDEX IF NOT EXISTS events_time ON events(time);
 _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", "profile",
                            "provider", "status", "outcome", "latency_ms", "stream", "trail",
                            "attempts", "dropped", "input_tokens", "output_tokens",
-                           "cache_read_tokens", "request_id", "route", "headers", "routed")
+                           "cache_read_tokens", "request_id", "route", "headers",
+                           "cache_write_tokens", "cost_usd", "cost_basis", "routed")
 # Columns added after the first schema: a database file from before gains them when opened.
 _ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"),
                                  ("routed", "TEXT"))
+# Added with the cost (issue 24), together, with the old rows' input brought to the convention
+# of core/usage.py (see `_add_cost_columns`).
+_COST_COLUMNS: Final = (("cache_write_tokens", "INTEGER"), ("cost_usd", "REAL"),
+                        ("cost_basis", "TEXT"))
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
 # `PRAGMA user_version` once the rows' headers have been masked by the header policy.
 HEADERS_REMASKED: Final = 1
@@ -116,6 +127,7 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             usage.get("input_tokens"), usage.get("output_tokens"),
             usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
             json.dumps(d["headers"]) if d.get("headers") is not None else None,
+            usage.get("cache_write_tokens"), d.get("cost_usd"), d.get("cost_basis"),
             d.get("routed") or None)
 
 
@@ -140,6 +152,8 @@ class RequestFacts(Protocol):
     request_id: str
     route: str
     headers: Mapping[str, str]
+    cost_usd: float | None
+    cost_basis: str | None
     routed: str | None
 
     def trail(self) -> str: ...
@@ -159,6 +173,7 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             usage.output_tokens if usage is not None else None,
             usage.cache_read_tokens if usage is not None else None,
             r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
+            usage.cache_write_tokens if usage is not None else None, r.cost_usd, r.cost_basis,
             r.routed)
 
 
@@ -214,13 +229,17 @@ def _migrate(conn: sqlite3.Connection) -> None:
         if name not in have:
             try:
                 conn.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
-            except sqlite3.OperationalError as exc:
-                if "readonly" in str(exc):  # as the remasking below: tried at the next start
-                    log.warning("history: the journal cannot gain its %s column now (%s); "
-                                "trying again at the next start", name, exc)
-                    break
-                if "duplicate column" not in str(exc):  # another engine added it just now
-                    raise
+            except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:
+                if "duplicate column" in str(exc):  # another engine added it just now
+                    continue
+                # Read-only, locked past the busy timeout, refused: as the cost columns and the
+                # remasking below, rows go without it (`request_columns`) and the next start
+                # tries again.
+                log.warning("history: the journal cannot gain its %s column now (%s); "
+                            "trying again at the next start", name, exc)
+                break
+    if "cost_usd" not in have:
+        _add_cost_columns(conn)  # what cannot be done now waits for the next start
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
     if conn.execute("PRAGMA user_version").fetchone()[0] < HEADERS_REMASKED:
         _remask_headers(conn)
@@ -274,6 +293,38 @@ def _remasked(text: object) -> str | None:
     return json.dumps(shown_headers({str(k): str(v) for k, v in headers.items()}))
 
 
+def _add_cost_columns(conn: sqlite3.Connection) -> None:
+    """The cost columns, and the old rows' input tokens in today's convention, in one
+    transaction (so exactly once, whichever engine gets there first).
+
+    Before, `input_tokens` was the number the client's protocol reported: Anthropic's leaves the
+    cached part out, OpenAI's and Responses' include it. It is now the part neither read from nor
+    written to a cache in every row (core/usage.py), so an OpenAI or Responses row gives its
+    cached part back (an old row knows no cache writes: they went uncounted then)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for name, kind in _COST_COLUMNS:
+            conn.execute(f"ALTER TABLE requests ADD COLUMN {name} {kind}")
+        conn.execute("UPDATE requests SET input_tokens = MAX(0, input_tokens - cache_read_tokens) "
+                     "WHERE protocol IN ('openai', 'responses') AND input_tokens IS NOT NULL "
+                     "AND cache_read_tokens > 0")
+        conn.execute("COMMIT")
+    except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:  # refused, locked, denied
+        _rollback(conn)
+        if "duplicate column" in str(exc):  # another engine migrated it just now
+            return
+        # A file this engine may not change now (read-only, locked past the busy timeout): its
+        # rows are written without the cost (`request_columns`), and the next start tries again.
+        log.warning("history: the cost columns could not be added to the journal now (%s); its "
+                    "rows go without them until the next start", exc)
+
+
+def request_columns(conn: sqlite3.Connection) -> tuple[str, ...]:
+    """The request columns the journal's table has (all of them, unless a migration waits)."""
+    have = {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}
+    return tuple(c for c in _REQUEST_COLUMNS if c in have)
+
+
 class Journal:
     def __init__(self, path: Path, *, max_age_s: float = 30 * 86400.0,
                  max_bytes: int = 200 * 1024 * 1024, wall: Callable[[], float] = time.time,
@@ -295,6 +346,9 @@ class Journal:
         self._recorded = 0
         self._thread: threading.Thread | None = None
         self.problem: str | None = None  # set once the journal is off
+        self._keep: tuple[int, ...] | None = None
+        self._insert = (f"INSERT INTO requests ({', '.join(_REQUEST_COLUMNS)}) "
+                        f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))})")
 
     # -- the hot path --------------------------------------------------------------------------
 
@@ -337,9 +391,15 @@ class Journal:
     def _run(self) -> None:
         try:
             conn = open_database(self.path, self._connect)
+            columns = request_columns(conn)
         except (sqlite3.Error, OSError) as exc:
             self._turn_off(exc)
             return
+        # Which of a row's values go in: all, unless a migration waits for the next start.
+        self._keep = None if columns == _REQUEST_COLUMNS else \
+            tuple(_REQUEST_COLUMNS.index(c) for c in columns)
+        self._insert = (f"INSERT INTO requests ({', '.join(columns)}) "
+                        f"VALUES ({', '.join('?' * len(columns))})")
         last_retention = -1e18
         try:
             while True:
@@ -364,12 +424,14 @@ class Journal:
             batch.append(self._pending.popleft())
         if batch:
             requests = [_row_of(e) for e in batch if e.kind == "request"]
+            if self._keep is not None:
+                keep = self._keep
+                requests = [tuple(row[i] for i in keep) for row in requests]
             others = [_event_row(built(e)) for e in batch
                       if e.kind not in ("request", "health")]
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.executemany(f"INSERT INTO requests ({', '.join(_REQUEST_COLUMNS)}) "
-                                 f"VALUES ({', '.join('?' * len(_REQUEST_COLUMNS))})", requests)
+                conn.executemany(self._insert, requests)
                 conn.executemany(f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
                                  f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})", others)
                 conn.execute("COMMIT")

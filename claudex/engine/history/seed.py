@@ -1,7 +1,8 @@
 """After a restart the panels' counters and sparklines start from the history journal.
 
 At engine start, with history on, a thread reads what the journal kept from before this
-lifetime: today's totals per provider (attempts sent, successes, failures, 429s, tokens), the
+lifetime: today's totals per provider (attempts sent, successes, failures, 429s, tokens and
+their cost), the
 last 30 minutes per minute (requests, errors, tokens) and the latency samples of the last five
 minutes. The reading is a few grouped queries (SQLite's json_each over each request's attempt
 trail), so what comes back is small whatever the traffic was; the engine's loop then adds it to
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from claudex.engine.addons.cost import CostTotals, Spend
 from claudex.engine.addons.latency import CAPACITY, MINUTES, WINDOW_S
 from claudex.engine.addons.stats import LOCAL_ESTIMATE, attempt_counts
 from claudex.engine.core.classify import Outcome
@@ -42,6 +44,7 @@ class ProviderSeed:
     failures: int = 0
     rate_limited: int = 0
     tokens: Usage = field(default_factory=Usage)
+    cost: Spend = field(default_factory=Spend)
     minutes: dict[int, list[int]] = field(default_factory=dict)  # minute -> [reqs, errs, toks]
     first_content: list[tuple[float, float]] = field(default_factory=list)  # (time, ms)
     durations: list[tuple[float, float]] = field(default_factory=list)
@@ -119,11 +122,15 @@ def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: floa
         p.successes += count if outcome == "ok" else 0
         p.failures += count if _breaker_failure(outcome) else 0
         p.rate_limited += count if outcome == Outcome.RATE_LIMITED.value else 0
-    for provider, tin, tout, tcache in conn.execute(
-            "SELECT provider, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens) "
+    for provider, tin, tout, tread, twrite, cost, priced, unpriced in conn.execute(
+            "SELECT provider, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+            "SUM(cache_write_tokens), SUM(cost_usd), COUNT(cost_usd), "
+            "SUM(cost_usd IS NULL AND COALESCE(input_tokens, output_tokens) IS NOT NULL) "
             "FROM requests WHERE time >= ? AND time < ? AND provider IS NOT NULL "
             "GROUP BY provider", day):
-        seed.of(provider).tokens.add(Usage(int(tin or 0), int(tout or 0), int(tcache or 0)))
+        p = seed.of(provider)
+        p.tokens.add(Usage(int(tin or 0), int(tout or 0), int(tread or 0), int(twrite or 0)))
+        p.cost.add_sum(float(cost or 0.0), int(priced or 0), int(unpriced or 0))
     window = (window_start, until)
     for minute, provider, outcome, local, count in conn.execute(
             _MINUTE_ATTEMPTS, window):
@@ -136,7 +143,8 @@ def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: floa
             counts[1] += error * count
     for minute, provider, tokens in conn.execute(
             "SELECT CAST(time / 60 AS INTEGER), provider, "
-            "SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0)) FROM requests "
+            "SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) + "
+            "COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_tokens, 0)) FROM requests "
             "WHERE time >= ? AND time < ? AND provider IS NOT NULL GROUP BY 1, 2", window):
         if tokens:
             seed.of(provider).minute(int(minute))[2] += int(tokens)
@@ -180,10 +188,11 @@ def _served_attempt(attempts: Any, provider: str) -> dict[str, Any] | None:
     return last if last.get("outcome") == "ok" else None
 
 
-def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTotals) -> None:
+def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTotals,
+               costs: CostTotals | None = None) -> None:
     """Add the journal's numbers to the live ones (on the engine's loop; a few steps per
-    provider): counters into `stats.earlier` and token sums into `tokens`, both shown in status
-    beside this process's own, which /metrics keeps to."""
+    provider): counters into `stats.earlier`, token sums into `tokens` and their cost into
+    `costs`, all shown in status beside this process's own, which /metrics keeps to."""
     if seed.since is not None:  # the journal saw the traffic from then on, none included
         for each in runtimes.values():
             each.stats.minutes.since = min(each.stats.minutes.since, seed.since)
@@ -199,5 +208,8 @@ def apply_seed(seed: Seed, runtimes: dict[str, ProviderRuntime], tokens: TokenTo
             stats.minutes.add(minute * 60.0, requests, errors, toks)
         stats.first_content.seed(p.first_content)
         stats.duration.seed(p.durations)
-        if p.tokens.input_tokens or p.tokens.output_tokens or p.tokens.cache_read_tokens:
+        if p.tokens.total:
             tokens.add(name, None, p.tokens)
+        if costs is not None and (p.cost.priced or p.cost.unpriced):
+            costs.by_provider.setdefault(name, Spend()).add_sum(p.cost.usd, p.cost.priced,
+                                                                p.cost.unpriced)

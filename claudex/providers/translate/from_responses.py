@@ -55,9 +55,13 @@ def chat_usage(usage: Any) -> dict[str, Any]:
     prompt, completion = _int(usage.get("input_tokens")), _int(usage.get("output_tokens"))
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
                            "total_tokens": prompt + completion}
-    cached = _int(as_object(usage.get("input_tokens_details")).get("cached_tokens"))
-    if cached:
+    input_details = as_object(usage.get("input_tokens_details"))
+    cached, written = _int(input_details.get("cached_tokens")), \
+        _int(input_details.get("cache_write_tokens"))
+    if cached or written:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
+        if written:  # OpenRouter's name for tokens written to a cache (reasons.py)
+            out["prompt_tokens_details"]["cache_write_tokens"] = written
     reasoning = _int(as_object(usage.get("output_tokens_details")).get("reasoning_tokens"))
     if reasoning:
         out["completion_tokens_details"] = {"reasoning_tokens": reasoning}

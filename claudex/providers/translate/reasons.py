@@ -14,8 +14,12 @@ stop_reason -> finish_reason:
   model_context_window_exceeded -> length;  tool_use -> tool_calls;  refusal -> content_filter
 
 Usage: OpenAI's prompt_tokens includes cached tokens, Anthropic's input_tokens does not:
-  input_tokens = prompt_tokens - cached_tokens, cache_read_input_tokens = cached_tokens, and back
-  prompt_tokens = input_tokens + cache_read_input_tokens + cache_creation_input_tokens.
+  input_tokens = prompt_tokens - cached_tokens - cache_write_tokens,
+  cache_read_input_tokens = cached_tokens, cache_creation_input_tokens = cache_write_tokens, and
+  back prompt_tokens = input_tokens + cache_read_input_tokens + cache_creation_input_tokens.
+OpenAI has no field for tokens written to a cache; `prompt_tokens_details.cache_write_tokens` is
+OpenRouter's (its usage-accounting docs), which gateways in front of Claude use: claudex sets it
+too, so a client (and claudex's own token count) still sees what a cache write cost.
 """
 
 from __future__ import annotations
@@ -64,12 +68,15 @@ def anthropic_usage(usage: Any) -> dict[str, int]:
     """OpenAI usage -> Anthropic usage (missing numbers count as 0)."""
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
-    cached = _int(details.get("cached_tokens")) if isinstance(details, dict) else 0
+    details = details if isinstance(details, dict) else {}
+    cached, written = _int(details.get("cached_tokens")), _int(details.get("cache_write_tokens"))
     prompt = _int(usage.get("prompt_tokens"))
-    out = {"input_tokens": max(0, prompt - cached),
+    out = {"input_tokens": max(0, prompt - cached - written),
            "output_tokens": _int(usage.get("completion_tokens"))}
     if cached:
         out["cache_read_input_tokens"] = cached
+    if written:
+        out["cache_creation_input_tokens"] = written
     return out
 
 
@@ -77,11 +84,13 @@ def openai_usage(usage: Any) -> dict[str, Any]:
     """Anthropic usage -> OpenAI usage."""
     usage = usage if isinstance(usage, dict) else {}
     cached = _int(usage.get("cache_read_input_tokens"))
-    prompt = _int(usage.get("input_tokens")) + cached + \
-        _int(usage.get("cache_creation_input_tokens"))
+    written = _int(usage.get("cache_creation_input_tokens"))
+    prompt = _int(usage.get("input_tokens")) + cached + written
     completion = _int(usage.get("output_tokens"))
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
                            "total_tokens": prompt + completion}
-    if cached:
+    if cached or written:
         out["prompt_tokens_details"] = {"cached_tokens": cached}
+        if written:
+            out["prompt_tokens_details"]["cache_write_tokens"] = written
     return out

@@ -40,11 +40,15 @@ def responses_usage(usage: Any) -> dict[str, Any]:
     prompt, completion = _int(usage.get("prompt_tokens")), _int(usage.get("completion_tokens"))
     prompt_details = usage.get("prompt_tokens_details")
     completion_details = usage.get("completion_tokens_details")
-    cached = _int(prompt_details.get("cached_tokens")) if isinstance(prompt_details, dict) \
-        else 0
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    cached = _int(prompt_details.get("cached_tokens"))
+    written = _int(prompt_details.get("cache_write_tokens"))  # OpenRouter's, as reasons.py says
     reasoning = _int(completion_details.get("reasoning_tokens")) \
         if isinstance(completion_details, dict) else 0
-    return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
+    input_details: dict[str, int] = {"cached_tokens": cached}
+    if written:
+        input_details["cache_write_tokens"] = written
+    return {"input_tokens": prompt, "input_tokens_details": input_details,
             "output_tokens": completion,
             "output_tokens_details": {"reasoning_tokens": reasoning},
             "total_tokens": prompt + completion}

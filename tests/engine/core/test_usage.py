@@ -1,5 +1,6 @@
-"""Token usage: read from answers in each protocol, streamed (in any chunking) or not, and summed
-per provider and profile through the proxy for every client/provider pair."""
+"""Token usage: read from answers in each protocol, streamed (in any chunking) or not, in one
+convention (four parts that add up: input not cached, output, cache reads, cache writes), and
+summed per provider and profile through the proxy for every client/provider pair."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from tests.conftest import anthropic_body, build_config, openai_body, profile_to
 
 ANTHROPIC_STREAM = (
     b'event: message_start\ndata: {"type":"message_start","message":{"id":"m","usage":'
-    b'{"input_tokens":25,"cache_read_input_tokens":7,"output_tokens":1}}}\n\n'
+    b'{"input_tokens":25,"cache_read_input_tokens":7,"cache_creation_input_tokens":4,'
+    b'"output_tokens":1}}}\n\n'
     b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
     b'{"type":"text_delta","text":"a \\"usage\\": {\\"output_tokens\\": 999} trap"}}\n\n'
     b'event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},'
@@ -42,9 +44,10 @@ def scan(data: bytes, size: int) -> Usage | None:
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 16, 64, 10_000])
 def test_streams_in_every_chunking(size: int) -> None:
-    assert scan(ANTHROPIC_STREAM, size) == Usage(25, 42, 7)  # the escaped trap is text
-    assert scan(OPENAI_STREAM, size) == Usage(30, 5, 10)
-    assert scan(RESPONSES_STREAM, size) == Usage(12, 3, 2)
+    assert scan(ANTHROPIC_STREAM, size) == Usage(25, 42, 7, 4)  # the escaped trap is text
+    # OpenAI's and Responses' input counts hold the cached part; here it is taken out.
+    assert scan(OPENAI_STREAM, size) == Usage(20, 5, 10)
+    assert scan(RESPONSES_STREAM, size) == Usage(10, 3, 2)
     assert scan(b'data: {"choices":[]}\n\n', size) is None
 
 
@@ -60,6 +63,39 @@ def test_bodies_and_garbage() -> None:
     for garbage in (b"", b"not json", b'{"usage": 5}', b'{"usage": {', b'\xff"usage"'):
         assert usage_in_body(garbage) is None
     assert normalise({"input_tokens": -3, "output_tokens": True}) == Usage()
+
+
+def test_one_convention_for_every_protocol() -> None:
+    """The same answer as each protocol reports it reads as the same four counts; Anthropic's
+    cache writes come back out of OpenRouter's `cache_write_tokens` (which claudex's Anthropic
+    -> OpenAI translation sets) and out of a gateway's top-level Anthropic counters."""
+    same = Usage(input_tokens=100, output_tokens=20, cache_read_tokens=3000, cache_write_tokens=50)
+    assert same.all_input == 3150 and same.total == 3170
+    assert normalise({"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 3000,
+                      "cache_creation_input_tokens": 50}) == same
+    assert normalise({"prompt_tokens": 3150, "completion_tokens": 20, "prompt_tokens_details":
+                      {"cached_tokens": 3000, "cache_write_tokens": 50}}) == same
+    assert normalise({"prompt_tokens": 3150, "completion_tokens": 20,
+                      "cache_read_input_tokens": 3000, "cache_creation_input_tokens": 50}) == same
+    assert normalise({"input_tokens": 3150, "output_tokens": 20, "total_tokens": 3170,
+                      "input_tokens_details": {"cached_tokens": 3000,
+                                               "cache_write_tokens": 50}}) == same
+    # A count that does not add up never goes below zero.
+    assert normalise({"prompt_tokens": 5, "prompt_tokens_details": {"cached_tokens": 9}}) == \
+        Usage(0, 0, 9)
+
+
+def test_translations_keep_cache_writes() -> None:
+    from claudex.providers.translate.reasons import anthropic_usage, openai_usage
+    from claudex.providers.translate.responses_client_answers import responses_usage
+
+    anthropic = {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 3000,
+                 "cache_creation_input_tokens": 50}
+    chat = openai_usage(anthropic)
+    assert chat["prompt_tokens"] == 3150
+    assert chat["prompt_tokens_details"] == {"cached_tokens": 3000, "cache_write_tokens": 50}
+    assert anthropic_usage(chat) == anthropic
+    assert normalise(chat) == normalise(anthropic) == normalise(responses_usage(chat))
 
 
 async def pair(fakes: Any, proxy_factory: Any) -> Any:
@@ -91,7 +127,7 @@ async def test_every_pair_counts_tokens(fakes: Any, proxy_factory: Any, client: 
     assert counted["input_tokens"] > 0 and counted["output_tokens"] > 0
     other = "gpt" if provider == "claude" else "claude"
     assert tokens(status, other) == {"input_tokens": 0, "output_tokens": 0,
-                                     "cache_read_tokens": 0}
+                                     "cache_read_tokens": 0, "cache_write_tokens": 0}
     assert status["tokens_by_profile"][provider] == counted
     metrics = (await proxy.client.get("/metrics")).text
     line = (f'claudex_provider_tokens_total{{kind="output",provider="{provider}"}} '
