@@ -22,9 +22,17 @@ from claudex.usage_text import summary
 DAY = 86400.0
 
 
-def local_noon(days_ago: int) -> float:
-    t = time.localtime(time.time() - days_ago * DAY)
-    return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 12, 0, 0, 0, 0, -1))
+def a_moment_of(days_ago: int) -> float:
+    """A moment already past on the local calendar day `days_ago` days back: noon for an earlier
+    day; for today, noon only once it has passed (before noon, a minute ago, or midnight itself in
+    the first minute of the day) - the report counts no row from the future."""
+    now = time.time()
+    t = time.localtime(now - days_ago * DAY)
+    noon = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 12, 0, 0, 0, 0, -1))
+    if days_ago > 0 or noon <= now:
+        return noon
+    midnight = time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
+    return max(midnight, now - 60)
 
 
 def row(at: float, provider: str | None, *, model: str = "claude-sonnet-4-5", status: int = 200,
@@ -44,12 +52,12 @@ U = {"input_tokens": 10, "output_tokens": 100, "cache_read_tokens": 1000,
 
 def known_journal(tmp_path: Path) -> Path:
     events = [
-        row(local_noon(0), "claude-max", usage=U, cost=0.5, basis="api_equivalent"),
-        row(local_noon(0), "claude-max", usage=U, cost=0.25, basis="api_equivalent"),
-        row(local_noon(0), "anthropic-key", usage=U, cost=0.125, trail=2),  # a failover
-        row(local_noon(1), "local", model="my-model", usage=U, cost=None),  # unpriced
-        row(local_noon(1), None, status=502, trail=2),                      # failed everywhere
-        row(local_noon(10), "anthropic-key", usage=U, cost=100.0),          # outside 7 days
+        row(a_moment_of(0), "claude-max", usage=U, cost=0.5, basis="api_equivalent"),
+        row(a_moment_of(0), "claude-max", usage=U, cost=0.25, basis="api_equivalent"),
+        row(a_moment_of(0), "anthropic-key", usage=U, cost=0.125, trail=2),  # a failover
+        row(a_moment_of(1), "local", model="my-model", usage=U, cost=None),  # unpriced
+        row(a_moment_of(1), None, status=502, trail=2),                      # failed everywhere
+        row(a_moment_of(10), "anthropic-key", usage=U, cost=100.0),          # outside 7 days
     ]
     journal = Journal(tmp_path / "h.sqlite3")
     bus = EventBus()
@@ -64,8 +72,8 @@ def known_journal(tmp_path: Path) -> Path:
 
 def test_per_day(tmp_path: Path) -> None:
     report = read_usage(known_journal(tmp_path), since=time.time() - 7 * DAY, by="day")
-    today, yesterday = time.strftime("%Y-%m-%d", time.localtime(local_noon(0))), \
-        time.strftime("%Y-%m-%d", time.localtime(local_noon(1)))
+    today, yesterday = time.strftime("%Y-%m-%d", time.localtime(a_moment_of(0))), \
+        time.strftime("%Y-%m-%d", time.localtime(a_moment_of(1)))
     assert [r.key for r in report.rows] == [yesterday, today]
     y, t = report.rows
     assert (t.requests, t.failovers, t.failed) == (3, 1, 0)
