@@ -41,6 +41,9 @@ class ProviderRuntime:
     # Output-token limits the provider stated in a 400, per model sent (DESIGN.md failure
     # table): later requests are capped before they are sent.
     token_limits: dict[str, int] = field(default_factory=dict)
+    # A spent plan window (DESIGN.md failure table, issue 22): skipped until then, epoch
+    # seconds (a reset time the provider states is wall-clock, and the fleet shares it).
+    window_spent_until: float = 0.0
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
     gate: ProviderGate = field(init=False)
     budget: RetryBudget = field(init=False)
@@ -59,6 +62,12 @@ class ProviderRuntime:
         self.gate.max_connections = profile.max_connections
         self.budget.share = profile.retry_budget
         self.gate.wake()
+
+    def window_used(self) -> float:
+        """The largest share (0-1) of any quota window the provider's answers last reported:
+        the headroom a pool's sticky balance compares (DESIGN.md "Pools"). 0.0 until the
+        windows are read (issue 22 fills this in)."""
+        return 0.0
 
     def max_tokens_cap(self, model: str | None) -> int | None:
         """The profile's `max_tokens`, or the lower limit the provider stated for `model`."""
