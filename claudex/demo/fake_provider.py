@@ -45,6 +45,7 @@ from claudex.demo import fake_replies as replies
 from claudex.demo import thinking_rules
 from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_replies import BadRequest, Protocol
 from claudex.demo.fake_responses import (
     ChatGPTRules,
@@ -71,6 +72,7 @@ __all__ = [
     "Fault",
     "FaultConfigError",
     "FaultState",
+    "Plan",
     "RecordedRequest",
     "TokenGrant",
     "default_models",
@@ -151,6 +153,10 @@ class FakeProvider:
         """Anthropic fakes keep Anthropic's thinking rules (`claudex.demo.thinking_rules`):
         they sign the thinking they answer with this key and refuse thinking blocks they did
         not sign. None: no thinking rules."""
+        self.plan: Plan | None = None
+        """A subscription's quota windows (`claudex.demo.fake_plans`): every answer describes
+        them in the service's headers, they fill with the tokens served, and a full one is
+        refused with the service's "window spent" 429 until it resets. None: an API key."""
         self.chatgpt: ChatGPTRules | None = None
         """A Responses fake with these set behaves as the ChatGPT (Codex subscription)
         backend: its account header, `store: false`, streaming only, no output cap or
@@ -462,6 +468,9 @@ class FakeProvider:
                 return self._writer.json(*refused)
         if kind == "responses" and (foreign := foreign_reasoning(self.name, body)):
             return self._writer.error("invalid_request", foreign)
+        plan = self.plan if kind in ("messages", "chat", "responses") else None
+        if plan is not None and (spent := plan.refusal()) is not None:
+            return self._writer.json(spent[0], spent[1], spent[2])
         mode = self._take_fault(kind)
         if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
             return drop(request)
@@ -502,6 +511,8 @@ class FakeProvider:
             reply = dataclasses.replace(reply, words=tuple(self.reply_text.split(" ")))
         if kind == "count_tokens":
             return self._writer.json(200, {"input_tokens": reply.input_tokens})
+        if plan is not None:
+            plan.serve(reply.input_tokens + reply.output_tokens)
         if streaming:
             return await self._writer.stream(request, reply, body, mode)
         if self.protocol == "anthropic":

@@ -97,6 +97,7 @@ class ReplyWriter:
                 "Cache-Control": "no-cache",
                 "x-fake-provider": provider.name,
                 self._request_id_header: "req_" + reply.id,
+                **(provider.plan.headers() if provider.plan is not None else {}),
             },
         )
         await response.prepare(request)
@@ -157,7 +158,11 @@ class ReplyWriter:
             error = payload["error"]
             error["message"] = f"{error['message']} (invalid x-api-key {tokens[0]})"
 
-    def json(self, status: int, payload: dict[str, Any]) -> web.Response:
+    def json(self, status: int, payload: dict[str, Any],
+             extra: dict[str, str] | None = None) -> web.Response:
+        """`extra`: headers of the answer's own (a plan's refusal); a plan's windows are on
+        every answer of a provider that has one."""
+        plan = self._provider.plan
         return web.Response(
             status=status,
             body=replies.dumps_bytes(payload),
@@ -165,6 +170,7 @@ class ReplyWriter:
                 "Content-Type": "application/json",
                 "x-fake-provider": self._provider.name,
                 self._request_id_header: "req_" + self.next_id(),
+                **(extra if extra is not None else plan.headers() if plan is not None else {}),
             },
         )
 

@@ -33,6 +33,7 @@ RETRY_WORDS: Mapping[Retry, str] = {
     Retry.BACKOFF: "yes, with backoff",
     Retry.AFTER_REFRESH: "once, after a token refresh",
     Retry.AT_CAP: "once, at the stated cap",
+    Retry.AFTER_RESET: "no; skipped until the window resets, then used again",
 }
 BREAKER_WORDS: Mapping[BreakerEffect, str] = {
     BreakerEffect.SUCCESS: "success",

@@ -28,6 +28,7 @@ from claudex.engine.addons.signatures import SignatureMemory
 from claudex.engine.addons.stats import GlobalStats
 from claudex.engine.addons.tokens import TokensAddon
 from claudex.engine.addons.trace_settings import trace_settings
+from claudex.engine.addons.windows import WindowsAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
@@ -135,6 +136,7 @@ class Engine:
             TokensAddon(self.tokens),
             CostAddon(self.prices, self.costs, runtimes),  # before the event that carries it
             RequestEventsAddon(self.events),
+            WindowsAddon(),
         ]
         # Traces: only with an endpoint, and only then is OpenTelemetry imported at all.
         settings = trace_settings(self.config.telemetry,

@@ -86,17 +86,21 @@ def error_result(req: ProxyRequest, status: int, message: str, attempts: list[At
     return tag(ForwardResult(status, headers, None, attempts, body=body))
 
 
-def all_failed(req: ProxyRequest, trail: Trail,
-               narrowed: Mapping[str, int] | None = None) -> tuple[ForwardResult, str]:
-    """429 with Retry-After when every relevant attempt was rate limited (or found no slot at
-    claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency limits in force."""
+_RATE_LIMITED = frozenset({"rate_limited", "cooling_down", "queue_full", "plan_limit",
+                           "window_spent"})
+
+
+def all_failed(req: ProxyRequest, trail: Trail, narrowed: Mapping[str, int] | None = None,
+               spent: Mapping[str, str] | None = None) -> tuple[ForwardResult, str]:
+    """429 with Retry-After when every relevant attempt was rate limited (a spent plan window
+    included, or no slot at claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency
+    limits in force; `spent`: the providers whose plan window is spent, in words."""
     relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS]
-    rate_limited = bool(relevant) and all(
-        f.attempt.outcome in ("rate_limited", "cooling_down", "queue_full") for f in relevant
-    )
+    rate_limited = bool(relevant) and all(f.attempt.outcome in _RATE_LIMITED for f in relevant)
     # Scrubbed here too: the sentence is also logged and published as an escalation.
     sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,
-                                                 failover=req.failover, narrowed=narrowed))
+                                                 failover=req.failover, narrowed=narrowed,
+                                                 spent=spent))
     if rate_limited:
         waits = [f.retry_after for f in relevant if f.retry_after is not None]
         retry_after = min(waits) if waits else 1.0

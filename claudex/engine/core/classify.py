@@ -11,6 +11,10 @@ The tree of outcomes (DESIGN.md, failure table)::
     │                      cap (remembered), then fail over; not a breaker failure
     ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over;
     │                      not a breaker failure
+    ├── PLAN_LIMIT         429 saying the plan's window is spent (Anthropic unified status
+    │                      `rejected`, ChatGPT `usage_limit_reached`): never retried, fail
+    │                      over at once, the provider skipped until the window resets;
+    │                      not a breaker failure
     ├── AUTH_ERROR         401/403 (api-key profile): fail over; breaker failure; status "auth"
     ├── TOKEN_EXPIRED      401 on an oauth profile: refresh the token and retry once
     ├── SERVER_ERROR       5xx and 529: fail over; breaker failure
@@ -33,12 +37,14 @@ each kind then does (retry, fail over, breaker and health effects) is one table:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from enum import StrEnum
 
 import aiohttp
 import httpx
 
 from claudex.providers.limits import stated_max_tokens
+from claudex.providers.windows import spent_window
 
 
 class Outcome(StrEnum):
@@ -53,6 +59,7 @@ class Outcome(StrEnum):
     DISCONNECTED = "disconnected"
     STREAM_ERROR = "stream_error"
     TOKEN_LIMIT = "max_tokens_limit"
+    PLAN_LIMIT = "plan_limit"
 
 
 class StreamStalled(TimeoutError):
@@ -88,6 +95,13 @@ def stated_token_limit(outcome: Outcome, status: int, message: str) -> int | Non
     if outcome is not Outcome.CLIENT_ERROR or status != 400:
         return None
     return stated_max_tokens(message)
+
+
+def plan_limit(outcome: Outcome, status: int, headers: Mapping[str, str],
+               payload: bytes) -> bool:
+    """For a rate limit: whether it says the plan's window is spent (`Outcome.PLAN_LIMIT`),
+    which no retry before its reset can change."""
+    return outcome is Outcome.RATE_LIMITED and spent_window(status, headers, payload)
 
 
 def map_transport_error(exc: BaseException) -> tuple[Outcome, str]:

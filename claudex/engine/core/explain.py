@@ -15,13 +15,48 @@ def _names(names: Sequence[str]) -> str:
 
 
 def all_failed_sentence(attempts: Sequence[Attempt], *, rate_limited: bool,
-                        failover: bool = True, narrowed: Mapping[str, int] | None = None) -> str:
-    """`narrowed`: providers whose adaptive concurrency limit holds, and the limit."""
+                        failover: bool = True, narrowed: Mapping[str, int] | None = None,
+                        spent: Mapping[str, str] | None = None) -> str:
+    """`narrowed`: providers whose adaptive concurrency limit holds, and the limit; `spent`:
+    providers whose plan window is spent, in words ("5-hour window spent until 14:05")."""
     # A client that pinned the request to one profile had no backup asked at all.
     no_backup = ("and no backup could serve the request" if failover
                  else "(x-claudex-failover: off, so no backup was tried)")
+    if spent and attempts:
+        return _spent_sentence(attempts, spent, no_backup)
     return _sentence(attempts, rate_limited=rate_limited, no_backup=no_backup,
                      narrowed=narrowed or {})
+
+
+# What became of a provider of the chain, in a few words, beside a spent window.
+_STATE_WORDS = {
+    "connect_error": "is down", "timeout": "is down", "disconnected": "is down",
+    "server_error": "is down", "stream_error": "is down", "breaker_open": "is down",
+    "half_open_busy": "is down", "forced_open": "is tripped", "rate_limited": "is rate limited",
+    "cooling_down": "is rate limited", "queue_full": "is busy", "auth_error":
+    "refused its credentials", "needs_login": "needs a new login", "credentials":
+    "has no credentials", "disabled": "is disabled", "misconfigured": "is misconfigured",
+}
+
+
+def _spent_sentence(attempts: Sequence[Attempt], spent: Mapping[str, str],
+                    no_backup: str) -> str:
+    """`claude's 5-hour window is spent until 14:05 and deepseek is down.`"""
+    last: dict[str, Attempt] = {}
+    for attempt in attempts:
+        last[attempt.provider] = attempt
+    parts = []
+    for name, attempt in last.items():
+        if name in spent:
+            window, _, until = spent[name].partition(" spent ")
+            parts.append(f"{name}'s {window} is spent {until}")
+        elif attempt.outcome == "round_cap":
+            continue
+        else:
+            parts.append(f"{name} {_STATE_WORDS.get(attempt.outcome, 'failed')}")
+    if len(parts) == 1:  # (a profile's name is written as it is, lower case included)
+        return f"{parts[0]} {no_backup}."
+    return ", ".join(parts[:-1]) + " and " + parts[-1] + "."
 
 
 def _sentence(attempts: Sequence[Attempt], *, rate_limited: bool, no_backup: str,

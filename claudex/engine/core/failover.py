@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from collections.abc import Callable
 
 from claudex.config.model import Profile
 from claudex.engine.breaker.circuit import BreakerState
@@ -27,6 +28,7 @@ from claudex.engine.core.classify import (
     Outcome,
     classify_status,
     map_transport_error,
+    plan_limit,
     stated_token_limit,
 )
 from claudex.engine.core.exchange import Exchange
@@ -59,6 +61,8 @@ def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
         return f"breaker open (retry in {retry:.0f}s)" if retry else "breaker open"
     if reason == "forced_open":  # "tripped by operator: maintenance (12m left)"
         return rt.trip_text()
+    if reason == "window_spent":  # "5-hour window spent until 14:05"
+        return rt.spent_words()
     return {
         "half_open_busy": "breaker half-open; its trial request is in flight",
         "cooling_down": f"rate limited; cooling down {max(0.0, rt.cooldown_until - now):.0f}s",
@@ -66,6 +70,19 @@ def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
         "misconfigured": rt.profile.problem or "misconfigured",
         "round_cap": "round cap reached",
     }.get(reason, reason)
+
+
+def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
+               wall: Callable[[], float]) -> float | None:
+    """How long a skipped provider stays out, when that is known (the all-failed 429's
+    Retry-After): a cooldown's rest, a spent window's time to its reset."""
+    if rt is None:
+        return None
+    if reason == "cooling_down":
+        return max(0.0, rt.cooldown_until - now)
+    if reason == "window_spent":
+        return max(0.0, rt.window_spent_until - wall())
+    return None
 
 
 def _base36(n: int) -> str:
@@ -112,6 +129,8 @@ class Forwarder:
             return "disabled"
         if rt.profile.problem is not None:
             return "misconfigured"
+        if rt.window_spent_until and rt.window_spent(self.core.wall()):
+            return "window_spent"
         if rt.cooling_down(now):
             return "cooling_down"
         state = rt.breaker.state
@@ -202,9 +221,8 @@ class Forwarder:
                     reason = "half_open_busy" if half_open else "breaker_open"
             if rt is None or permit is None:
                 reason = reason or "unknown_profile"
-                cooling = rt is not None and reason == "cooling_down"
                 skipped = Attempt(name, reason, message=_skip_message(rt, reason, now))
-                trail.skip(skipped, max(0.0, rt.cooldown_until - now) if rt and cooling else None)
+                trail.skip(skipped, _skip_wait(rt, reason, now, core.wall))
                 if rt is not None:
                     for hook in core.hooks.attempt_ended:
                         try:
@@ -233,7 +251,10 @@ class Forwarder:
                 return result
         narrowed = {n: limit for n in names if (rt := core.runtimes.get(n)) is not None
                     and (limit := rt.gate.limit.limit) is not None and rt.gate.limit.reason}
-        result, sentence = all_failed(req, trail, narrowed)
+        wall = core.wall()
+        spent = {n: rt.spent_words(wall) for n in names if (rt := core.runtimes.get(n))
+                 is not None and rt.window_spent_until and rt.window_spent(wall)}
+        result, sentence = all_failed(req, trail, narrowed, spent)
         flow.all_failed = True
         core.escalate(sentence)
         return result
@@ -350,6 +371,8 @@ class Forwarder:
         limit = stated_token_limit(outcome, status, message)
         if limit is not None and req.endpoint != "count_tokens":
             outcome = Outcome.TOKEN_LIMIT
+        elif status == 429 and plan_limit(outcome, status, resp.headers, payload):
+            outcome = Outcome.PLAN_LIMIT
         return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
                      payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
 

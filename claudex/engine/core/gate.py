@@ -124,6 +124,8 @@ class GatedResponse:
     def __init__(self, inner: UpstreamResponse, gate: ProviderGate) -> None:
         self._inner = inner
         self._gate: ProviderGate | None = gate
+        # Read once: the lifecycle hook and the pass-through both look at them.
+        self.raw_headers: Sequence[tuple[bytes, bytes]] = inner.raw_headers
 
     def _release(self) -> None:
         gate, self._gate = self._gate, None
@@ -137,10 +139,6 @@ class GatedResponse:
     @property
     def headers(self) -> Mapping[str, str]:
         return self._inner.headers
-
-    @property
-    def raw_headers(self) -> Sequence[tuple[bytes, bytes]]:
-        return self._inner.raw_headers
 
     async def read(self) -> bytes:
         try:

@@ -12,7 +12,9 @@ translation, a refused token refresh). A row says:
     the wait is over `max_retry_after` or the retry budget is spent (the provider then cools
     down when it was a quota or claudex's only request there); ``AFTER_REFRESH`` once, after
     refreshing the OAuth token (a refresh that cannot happen becomes ``Local.NEEDS_LOGIN``);
-    ``AT_CAP`` once, at the max_tokens the provider stated (remembered for the profile).
+    ``AT_CAP`` once, at the max_tokens the provider stated (remembered for the profile);
+    ``AFTER_RESET`` not before the plan's window resets: the provider is "window spent until
+    HH:MM" (the reset the answer states, else its Retry-After) and skipped until then.
 ``failover``
     when not retried (or the retries are spent): True moves on along the chain; False hands the
     answer to the client (the served answer, or the provider's refusal of the client's own
@@ -63,6 +65,7 @@ class Retry(StrEnum):
     BACKOFF = "backoff"
     AFTER_REFRESH = "after_refresh"
     AT_CAP = "at_cap"
+    AFTER_RESET = "after_reset"
 
 
 class BreakerEffect(StrEnum):
@@ -111,6 +114,8 @@ POLICY: dict[Key, Rule] = dict((
          "client_errors"),
     _row(Outcome.TOKEN_LIMIT,      _R.AT_CAP,         True,      _B.RELEASE, _H.NONE),
     _row(Outcome.RATE_LIMITED,     _R.BACKOFF,        True,      _B.RELEASE, _H.NONE,
+         "rate_limited"),
+    _row(Outcome.PLAN_LIMIT,       _R.AFTER_RESET,    True,      _B.RELEASE, _H.NONE,
          "rate_limited"),
     _row(Outcome.AUTH_ERROR,       _R.NO,             True,      _B.FAILURE, _H.AUTH_FAILING),
     _row(Outcome.TOKEN_EXPIRED,    _R.AFTER_REFRESH,  True,      _B.FAILURE, _H.AUTH_FAILING),
@@ -180,6 +185,9 @@ WHEN: dict[Key, str] = {
     Outcome.TOKEN_LIMIT: "a 400 stating the provider's max_tokens range (\"valid range of "
                          "max_tokens is [1, 8192]\")",
     Outcome.RATE_LIMITED: "429 rate limit",
+    Outcome.PLAN_LIMIT: "429 saying the plan's window is spent: `anthropic-ratelimit-unified-"
+                        "status: rejected`, or the ChatGPT backend's `usage_limit_reached` / "
+                        "`usage_not_included`",
     Outcome.AUTH_ERROR: "401 at a profile with an API key, or 403",
     Outcome.TOKEN_EXPIRED: "401 at an OAuth profile or one with a `token_command`",
     Outcome.SERVER_ERROR: "500, 502, 503, 504, 529 and any other 5xx",

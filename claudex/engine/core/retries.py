@@ -15,6 +15,7 @@ from claudex.engine.core.policy import Local, Retry
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.tries import EngineCore, RetryHandler, Seen, Step, Tries
 from claudex.engine.events import Event
+from claudex.providers.windows import spent_details
 
 log = logging.getLogger("claudex.engine")
 
@@ -24,7 +25,8 @@ class Retries:
         self.core = core
         self.by_kind: dict[Retry, RetryHandler] = {
             Retry.NO: self.no_retry, Retry.BACKOFF: self.backoff,
-            Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap}
+            Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap,
+            Retry.AFTER_RESET: self.after_reset}
         self._timers: set[int] = set()  # limits (by id) with a decrease waiting to be said
 
     async def no_retry(self, ledger: Ledger, exchange: Exchange, seen: Seen,
@@ -86,6 +88,32 @@ class Retries:
         return Step(again=True)
 
 
+    async def after_reset(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                           tries: Tries) -> Step:
+        """A spent plan window: nothing before its reset, so no retry; the provider is skipped
+        until the reset the answer states (Anthropic's unified reset, ChatGPT's `resets_at` /
+        `resets_in_seconds`), else its Retry-After."""
+        core, rt = self.core, ledger.rt
+        wall = core.wall()
+        headers = seen.resp.headers if seen.resp is not None else {}
+        spent = spent_details(headers, seen.payload, wall)
+        until = spent.until
+        if until is None or until <= wall:
+            until = wall + backoff.cooldown_seconds(headers, rt.profile.retry, wall)
+        self.mark_spent(rt, until, spent.window or _full_window(rt))
+        return Step(retry_after=max(0.0, until - wall))
+
+    def mark_spent(self, rt: ProviderRuntime, until: float, window: str | None) -> None:
+        """`rt`'s plan window is spent until `until` (epoch s): one event and one log line
+        when that is news (a later reset than the one known)."""
+        if until <= rt.window_spent_until:
+            return
+        rt.window_spent_until, rt.window_spent_name = until, window
+        words = f"{rt.name}: {rt.spent_words(self.core.wall())}"
+        self.core.events.publish(Event("window", words, rt.name,
+                                       {"until": round(until, 3), "window": window}))
+        log.info("%s (skipped until then)", words)
+
     def narrow(self, rt: ProviderRuntime, now: float, sent_at: float) -> None:
         """A 429: let the adaptive limit see it; when it drops, say so once the round settles."""
         # This request's slot is already back: count it as still in flight at the burst.
@@ -134,3 +162,9 @@ class Retries:
             log.info("%s: max_tokens capped at %d for %s (the provider's stated limit)",
                      rt.name, limit, exchange.model or "its model")
         exchange.max_tokens_cap = min(limit, exchange.max_tokens_cap or limit)
+
+
+def _full_window(rt: ProviderRuntime) -> str | None:
+    """The window the provider last reported full (a ChatGPT refusal does not name it)."""
+    full = [w for w in rt.windows if w.used >= 1.0]
+    return full[0].name if full else None

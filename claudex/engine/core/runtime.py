@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -12,6 +13,7 @@ from claudex.engine.breaker.trips import trip_words
 from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
 from claudex.engine.credentials.cache import Credentials
+from claudex.providers.windows import Window, clock_text, window_words
 
 Color = Literal["green", "yellow", "red"]
 _MAX_REMEMBERED_LIMITS = 64  # models per provider; a request cannot grow this without bound
@@ -44,6 +46,10 @@ class ProviderRuntime:
     # A spent plan window (DESIGN.md failure table, issue 22): skipped until then, epoch
     # seconds (a reset time the provider states is wall-clock, and the fleet shares it).
     window_spent_until: float = 0.0
+    window_spent_name: str | None = None   # the spent window ("5h"), when the answer said
+    # The quota windows the provider's answers last described (claudex/providers/windows.py;
+    # the windows addon keeps them): shown, and read by the pools' balance and `reserve`.
+    windows: tuple[Window, ...] = ()
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
     gate: ProviderGate = field(init=False)
     budget: RetryBudget = field(init=False)
@@ -66,8 +72,21 @@ class ProviderRuntime:
     def window_used(self) -> float:
         """The largest share (0-1) of any quota window the provider's answers last reported:
         the headroom a pool's sticky balance compares (DESIGN.md "Pools"). 0.0 until the
-        windows are read (issue 22 fills this in)."""
-        return 0.0
+        windows are read."""
+        windows = self.windows
+        if not windows:
+            return 0.0
+        return max(w.used for w in windows)
+
+    def window_spent(self, wall: float) -> bool:
+        """Whether the plan's window is spent at wall time `wall` (epoch s)."""
+        return wall < self.window_spent_until
+
+    def spent_words(self, wall: float | None = None) -> str:
+        """`5-hour window spent until 14:05`."""
+        words = window_words(self.window_spent_name) if self.window_spent_name else \
+            "plan's window"
+        return f"{words} spent until {clock_text(self.window_spent_until, wall)}"
 
     def max_tokens_cap(self, model: str | None) -> int | None:
         """The profile's `max_tokens`, or the lower limit the provider stated for `model`."""
@@ -89,8 +108,10 @@ class ProviderRuntime:
     def cooling_down(self, now: float) -> bool:
         return now < self.cooldown_until
 
-    def color(self, now: float, degraded_latency_ms: float) -> tuple[Color, str]:
-        """The panel colour and the reason in words."""
+    def color(self, now: float, degraded_latency_ms: float,
+              wall: float | None = None) -> tuple[Color, str]:
+        """The panel colour and the reason in words; `wall`: the wall clock at `now` (a spent
+        plan window is kept in wall time)."""
         profile, health = self.profile, self.health
         state = self.breaker.state
         if profile.problem is not None:
@@ -114,6 +135,8 @@ class ProviderRuntime:
         failures = self.breaker.snapshot().consecutive_failures
         if failures > 0:
             return "yellow", f"{failures} recent failure{'s' if failures != 1 else ''}"
+        if self.window_spent_until and self.window_spent(time.time() if wall is None else wall):
+            return "yellow", self.spent_words(wall)
         if self.cooling_down(now):
             return "yellow", f"rate limited, cooling down {self.cooldown_until - now:.0f}s"
         limited = self.gate.limit.snapshot(now)
@@ -143,7 +166,7 @@ class ProviderRuntime:
                     wall: float | None = None) -> dict[str, Any]:
         """`wall`: the wall clock's reading at `now`, for a timed trip's `until` (epoch s)."""
         snap = self.breaker.snapshot()
-        color, reason = self.color(now, degraded_latency_ms)
+        color, reason = self.color(now, degraded_latency_ms, wall)
         trip = snap.trip
         until = None
         if trip is not None and trip.until is not None and snap.retry_in_s is not None:
@@ -176,11 +199,22 @@ class ProviderRuntime:
                 or ("failing" if self.health.auth_failing else "ok"),
             },
             "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
+            # The plan's quota windows as the last answer described them, and a spent one's
+            # reset (epoch s; None when none is spent).
+            "windows": [w.to_json() for w in self.windows],
+            "window_spent_until": self._spent_until(wall),
+            "window_spent": self.window_spent_name if self._spent_until(wall) else None,
             "max_tokens": self.profile.max_tokens,
             "learned_max_tokens": dict(self.token_limits),
             "concurrency": self.concurrency_json(now),
             "stats": self.stats.to_json(),
         }
+
+    def _spent_until(self, wall: float | None) -> float | None:
+        until = self.window_spent_until
+        if not until or not self.window_spent(time.time() if wall is None else wall):
+            return None
+        return round(until, 3)
 
     def concurrency_json(self, now: float) -> dict[str, Any]:
         """claudex's own limits here, for status, metrics and the console."""

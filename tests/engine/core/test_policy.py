@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from claudex.demo.fake_oauth import FakeTokenServer
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider
 from claudex.engine.core.classify import Outcome
 from claudex.engine.core.policy import (
@@ -62,6 +63,7 @@ EXPECTED: dict[Key, tuple[Retry, bool, BreakerEffect, HealthEffect]] = {
     Outcome.CLIENT_ERROR: (_R.NO, False, _B.RELEASE, _H.NONE),
     Outcome.TOKEN_LIMIT: (_R.AT_CAP, True, _B.RELEASE, _H.NONE),
     Outcome.RATE_LIMITED: (_R.BACKOFF, True, _B.RELEASE, _H.NONE),
+    Outcome.PLAN_LIMIT: (_R.AFTER_RESET, True, _B.RELEASE, _H.NONE),
     Outcome.AUTH_ERROR: (_R.NO, True, _B.FAILURE, _H.AUTH_FAILING),
     Outcome.TOKEN_EXPIRED: (_R.AFTER_REFRESH, True, _B.FAILURE, _H.AUTH_FAILING),
     Outcome.SERVER_ERROR: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
@@ -136,7 +138,8 @@ def _check(proxy: Proxy, resp: httpx.Response, rule: Rule, outcomes: list[str],
     rt = proxy.engine.runtimes[name]
     assert rule.token in outcomes, outcomes
     retried = outcomes.count(rule.token) > 1 or outcomes[-1] != rule.token
-    assert retried == (rule.retry is not Retry.NO), outcomes
+    # (AFTER_RESET tries the provider again only after its window's reset, by another request)
+    assert retried == (rule.retry not in (Retry.NO, Retry.AFTER_RESET)), outcomes
     if rule.failover:
         assert resp.headers["x-claudex-provider"] == "backup", resp.headers
     else:
@@ -421,6 +424,18 @@ async def test_no_slot_in_time_fails_over_without_blame(fakes: Any, proxy_factor
     holder.cancel()
     with pytest.raises(asyncio.CancelledError):
         await holder
+
+
+@row(Outcome.PLAN_LIMIT)
+async def test_a_spent_plan_window_fails_over_at_once(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await _pair(fakes, proxy_factory)
+    proxy.fakes["primary"].plan = Plan.claude()
+    proxy.fakes["primary"].plan.spend(600)
+    resp = await proxy.messages()
+    assert resp.status_code == 200
+    _check(proxy, resp, POLICY[Outcome.PLAN_LIMIT], await _trail(proxy))
+    assert proxy.fakes["primary"].request_count == 1 and proxy.sleep.waits == []
+    assert proxy.engine.runtimes["primary"].window_spent_until > 0
 
 
 def test_every_row_is_tested_through_the_proxy() -> None:

@@ -1,0 +1,152 @@
+"""Subscriptions through a real server on 127.0.0.1 (issue 22): a spent plan window fails over
+at once with one request to it, is skipped until its reset (saying so), and serves again by
+itself after it; the windows every answer describes are kept per provider and shown."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from claudex.demo.fake_plans import Plan
+from claudex.providers.windows import clock_text
+from tests.conftest import anthropic_body, build_config, profile_toml
+
+
+class Wall:
+    """The wall clock the engine and the fakes' plans share (epoch s), moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def subscription(fakes: Any, proxy_factory: Any, kind: str = "claude",
+                       chain: tuple[str, ...] = ("backup",), **plan_kw: Any) -> Any:
+    protocol = "anthropic" if kind == "claude" else "responses"
+    f = await fakes(("sub", protocol), *((name, "anthropic") for name in chain))
+    wall = Wall()
+    plan = Plan.claude(clock=wall, **plan_kw) if kind == "claude" else \
+        Plan.chatgpt(clock=wall, **plan_kw)
+    f["sub"].plan = plan
+    config = build_config(profile_toml("sub", f["sub"], backups=list(chain))
+                          + "".join(profile_toml(name, f[name]) for name in chain))
+    proxy = await proxy_factory(config, fakes=f, wall=wall)
+    proxy.wall = wall
+    return proxy
+
+
+async def profile_status(proxy: Any, name: str) -> dict[str, Any]:
+    """The profile's part of the status route's JSON."""
+    status = (await proxy.client.get("/_claudex/status")).json()
+    return dict(next(p for p in status["profiles"] if p["name"] == name))
+
+
+async def test_a_spent_claude_window_fails_over_at_once_and_is_skipped_until_its_reset(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory)
+    sub = proxy.fakes["sub"]
+    sub.plan.spend(600)  # full, resets in 10 minutes; the 429 carries no Retry-After
+    reset = proxy.wall.now + 600
+
+    resp = await proxy.messages(profile="sub")
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-attempts"] == "sub:plan_limit,backup:200"
+    assert sub.request_count == 1  # one request to the spent plan, no retry
+    assert proxy.sleep.waits == []  # and no backoff before the failover
+    rt = proxy.engine.runtimes["sub"]
+    assert abs(rt.window_spent_until - reset) <= 1  # from anthropic-ratelimit-unified-reset
+    assert rt.breaker.snapshot().consecutive_failures == 0  # not the provider's failure
+
+    again = await proxy.messages(profile="sub")
+    assert again.headers["x-claudex-attempts"] == "sub:window_spent,backup:200"
+    assert sub.request_count == 1  # skipped without sending
+    status = await profile_status(proxy, "sub")
+    assert status["window_spent_until"] == round(rt.window_spent_until, 3)
+    assert status["window_spent"] == "5h"
+    assert status["health"]["color"] == "yellow"
+    assert status["health"]["reason"] == (
+        f"5-hour window spent until {clock_text(rt.window_spent_until, proxy.wall.now)}")
+    events = [e for e in proxy.engine.events.since(0) if e.kind == "window"]
+    assert len(events) == 1 and "sub: 5-hour window spent until" in events[0].message
+
+    proxy.wall.now = reset + 1  # the window reset: the plan serves again, by itself
+    back = await proxy.messages(profile="sub")
+    assert back.headers["x-claudex-attempts"] == "sub:200"
+    assert sub.request_count == 2
+    assert (await profile_status(proxy, "sub"))["window_spent_until"] is None
+
+
+async def test_a_spent_chatgpt_plan_fails_over_at_once_from_its_usage_limit_answer(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory, kind="chatgpt")
+    sub = proxy.fakes["sub"]
+    sub.plan.spend(3600)
+    resp = await proxy.messages(profile="sub")
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-attempts"] == "sub:plan_limit,backup:200"
+    assert sub.request_count == 1 and proxy.sleep.waits == []
+    rt = proxy.engine.runtimes["sub"]
+    assert abs(rt.window_spent_until - (proxy.wall.now + 3600)) <= 1  # from resets_at
+    assert rt.window_spent_name == "5h"  # the window its headers said was full
+    again = await proxy.messages(profile="sub")
+    assert again.headers["x-claudex-attempts"] == "sub:window_spent,backup:200"
+    assert sub.request_count == 1
+
+
+async def test_when_every_provider_is_out_the_sentence_names_the_reset(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory)
+    proxy.fakes["sub"].plan.spend(600)
+    proxy.fakes["backup"].set_fault("down")
+    resp = await proxy.messages(profile="sub")
+    assert resp.status_code == 502
+    until = clock_text(proxy.engine.runtimes["sub"].window_spent_until, proxy.wall.now)
+    assert resp.json()["error"]["message"] == (
+        f"sub's 5-hour window is spent until {until} and backup is down.")
+
+
+async def test_a_spent_plan_alone_answers_429_with_the_time_to_its_reset(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory, chain=())
+    proxy.fakes["sub"].plan.spend(120)
+    for expected in ("sub:plan_limit", "sub:window_spent"):
+        resp = await proxy.messages(profile="sub")
+        assert resp.status_code == 429
+        assert resp.headers["x-claudex-attempts"] == expected
+        assert 115 <= int(resp.headers["retry-after"]) <= 121
+        assert "sub's 5-hour window is spent until" in resp.json()["error"]["message"]
+    assert proxy.fakes["sub"].request_count == 1
+
+
+async def test_every_answer_keeps_the_plans_windows_for_status(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory, tokens_5h=1000)
+    resp = await proxy.messages(profile="sub")
+    assert resp.status_code == 200
+    rt = proxy.engine.runtimes["sub"]
+    used = proxy.fakes["sub"].plan.windows[0].share()
+    assert 0 < used < 1
+    windows = (await profile_status(proxy, "sub"))["windows"]
+    assert [w["name"] for w in windows] == ["5h", "7d"]
+    assert abs(windows[0]["used"] - used) < 0.001
+    assert windows[0]["status"] in ("allowed", "allowed_warning")
+    assert rt.window_used() == max(w.used for w in rt.windows)
+    # An API key's answers describe no window: nothing kept for it.
+    assert (await profile_status(proxy, "backup"))["windows"] == []
+    assert proxy.engine.runtimes["backup"].window_used() == 0.0
+
+
+async def test_a_plan_filled_by_the_tokens_served_fails_over_when_full(
+        fakes: Any, proxy_factory: Any) -> None:
+    proxy = await subscription(fakes, proxy_factory, tokens_5h=60)
+    trails = []
+    for _ in range(8):
+        resp = await proxy.messages(anthropic_body("hello " * 5), profile="sub")
+        assert resp.status_code == 200
+        trails.append(resp.headers["x-claudex-attempts"])
+    assert trails[0] == "sub:200"
+    assert "sub:plan_limit,backup:200" in trails
+    assert trails[-1] == "sub:window_spent,backup:200"
+    assert proxy.fakes["sub"].plan.refused == 1
