@@ -356,6 +356,7 @@ _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "models": _string_table,
     "custom_headers": _header_table,
     "max_tokens": _integer(1),
+    "context_window": _integer(1024),
     # Claudex spells the Codex/ChatGPT login "chatgpt" or "openai".
     "oauth_provider": _choice(
         "oauth_provider",

@@ -431,6 +431,7 @@ class _Builder:
             models=values.get("models", {}),
             custom_headers=values.get("custom_headers", {}),
             max_tokens=values.get("max_tokens"),
+            context_window=values.get("context_window"),
             oauth_provider=values.get("oauth_provider"),
             credentials_file=values.get("credentials_file"),
             token_url=values.get("token_url"),

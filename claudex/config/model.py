@@ -189,6 +189,9 @@ class Profile:
     models: Mapping[str, str] = field(default_factory=dict)
     custom_headers: Mapping[str, str] = field(default_factory=dict)
     max_tokens: int | None = None
+    # The provider's context window in tokens, when known: as a backup, a request estimated
+    # over it is passed over without sending (DESIGN.md failure table).
+    context_window: int | None = None
     oauth_provider: str | None = None
     credentials_file: str | None = None
     token_url: str | None = None

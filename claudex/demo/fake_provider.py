@@ -157,6 +157,10 @@ class FakeProvider:
         """A subscription's quota windows (`claudex.demo.fake_plans`): every answer describes
         them in the service's headers, they fill with the tokens served, and a full one is
         refused with the service's "window spent" 429 until it resets. None: an API key."""
+        self.context_window: int | None = None
+        """The model's context window in the fakes' tokens (a quarter of the body's bytes): a
+        longer prompt is refused with 400 in the protocol's real wording (OpenAI's "maximum
+        context length is N tokens", Anthropic's "prompt is too long"). None: unlimited."""
         self.chatgpt: ChatGPTRules | None = None
         """A Responses fake with these set behaves as the ChatGPT (Codex subscription)
         backend: its account header, `store: false`, streaming only, no output cap or
@@ -504,6 +508,7 @@ class FakeProvider:
                 served_models=self.models if self.strict_models else None,
                 max_output_tokens=self.max_output_tokens,
                 signing_key=self.signing_key,
+                context_window=self.context_window,
             )
         except BadRequest as error:
             return self._writer.error(error.kind, str(error))

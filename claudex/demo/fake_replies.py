@@ -89,6 +89,7 @@ def plan_reply(
     served_models: Sequence[str] | None = None,
     max_output_tokens: int | None = None,
     signing_key: bytes | None = None,
+    context_window: int | None = None,
 ) -> Reply:
     """Decide the answer to a messages / chat request, or raise BadRequest.
 
@@ -97,7 +98,9 @@ def plan_reply(
     `max_output_tokens` (None: MAX_OUTPUT_TOKENS) is the model's output limit, refused in the
     protocol's real wording (Anthropic's, or DeepSeek's range for an OpenAI provider).
     `signing_key` (Anthropic only; None: off) applies Anthropic's thinking rules
-    (`claudex.demo.thinking_rules`): thinking answers signed with it, foreign blocks refused."""
+    (`claudex.demo.thinking_rules`): thinking answers signed with it, foreign blocks refused.
+    `context_window` (None: unlimited) refuses a longer prompt (a quarter of the body's bytes,
+    the fakes' token count) in the protocol's real wording."""
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     model = body.get("model")
@@ -113,6 +116,8 @@ def plan_reply(
     _check_shape(protocol, body)
     _check_model(protocol, model, served_models)
     _check_max_tokens(protocol, body, max_output_tokens)
+    if context_window is not None:
+        _check_context(protocol, body, max(1, body_size // 4), context_window)
     key = signing_key if protocol == "anthropic" else None  # Anthropic's thinking rules
     if key is not None and (refused := thinking_rules.refusal(body, key)) is not None:
         raise BadRequest(refused)
@@ -228,6 +233,30 @@ def _check_max_tokens(protocol: Protocol, body: dict[str, Any], limit: int | Non
                              f"[1, {limit}]", "max_tokens_range")
         raise BadRequest(f"{key}: {value} > {limit or MAX_OUTPUT_TOKENS}, which is the maximum "
                          f"allowed number of output tokens for {body.get('model')}")
+
+
+def _check_context(protocol: Protocol, body: dict[str, Any], prompt: int, window: int) -> None:
+    """A prompt over the model's context window is a 400, worded as each API words it (the
+    wordings and their sources: `claudex.providers.context_limits`). OpenAI counts the
+    completion asked for into the window (The-Vibe-Company/quivr#505); Anthropic words the
+    prompt alone ("prompt is too long: 200082 tokens > 200000 maximum", anthropics/claude-code
+    #7866)."""
+    if protocol == "anthropic":
+        if prompt > window:
+            raise BadRequest(f"prompt is too long: {prompt} tokens > {window} maximum",
+                             "context_length")
+        return
+    if prompt > window:
+        raise BadRequest(f"This model's maximum context length is {window} tokens. However, "
+                         f"your messages resulted in {prompt} tokens. Please reduce the "
+                         f"length of the messages.", "context_length")
+    asked = next((v for k in ("max_completion_tokens", "max_tokens")
+                  if _is_integer(v := body.get(k))), 0)
+    if asked and prompt + asked > window:
+        raise BadRequest(f"This model's maximum context length is {window} tokens. However, "
+                         f"you requested {prompt + asked} tokens ({prompt} in the messages, "
+                         f"{asked} in the completion). Please reduce the length of the "
+                         f"messages or completion.", "context_length")
 
 
 def _check_encodable(reply: Reply) -> None:
@@ -357,7 +386,7 @@ def example_value(schema: Any, depth: int = 0) -> Any:
 
 ErrorKind = Literal[
     "server", "overloaded", "rate_limit", "auth", "invalid_request", "not_found", "method",
-    "model_not_found", "max_tokens_range",
+    "model_not_found", "max_tokens_range", "context_length",
 ]
 
 _STATUS: Final[dict[str, int]] = {
@@ -370,6 +399,7 @@ _STATUS: Final[dict[str, int]] = {
     "method": 405,
     "model_not_found": 404,
     "max_tokens_range": 400,
+    "context_length": 400,
 }
 
 _ANTHROPIC_TYPES: Final[dict[str, tuple[str, str]]] = {
@@ -382,6 +412,7 @@ _ANTHROPIC_TYPES: Final[dict[str, tuple[str, str]]] = {
     "method": ("invalid_request_error", "Method not allowed."),
     "model_not_found": ("not_found_error", "model: unknown"),
     "max_tokens_range": ("invalid_request_error", "max_tokens: over the model's limit"),
+    "context_length": ("invalid_request_error", "prompt is too long"),
 }
 
 _OPENAI_TYPES: Final[dict[str, tuple[str, str, str | None]]] = {
@@ -411,6 +442,9 @@ _OPENAI_TYPES: Final[dict[str, tuple[str, str, str | None]]] = {
         "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
         "invalid_request_error",
     ),
+    # OpenAI's code for a prompt over the window (crewAIInc/crewAI-examples#121).
+    "context_length": ("invalid_request_error", "Please reduce the length of the messages.",
+                       "context_length_exceeded"),
 }
 
 

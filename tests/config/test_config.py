@@ -1037,3 +1037,17 @@ def test_structured_documents_are_located_and_never_crash(document: dict[str, An
             line = lines.line_of(("profiles", index, key))
             assert line is not None and key in source[line - 1]
     _accepts_or_reports(text)
+
+
+def test_context_window_is_read_and_a_bad_one_named_with_its_line() -> None:
+    config = parse_config(
+        '[[profiles]]\nname = "a"\nprovider_type = "OpenAICompatible"\n'
+        'base_url = "https://a.test/v1"\napi_key = ""\ncontext_window = 131072\n', "t.toml")
+    assert config.profiles[0].context_window == 131072
+    issue = only_issue('[[profiles]]\nname = "a"\nprovider_type = "OpenAICompatible"\n'
+                       'base_url = "https://a.test/v1"\ncontext_window = "128k"\n')
+    assert (issue.key, issue.line) == ("profiles.a.context_window", 5)
+    assert "integer" in issue.message
+    issue = only_issue('[[profiles]]\nname = "a"\nprovider_type = "OpenAICompatible"\n'
+                       'base_url = "https://a.test/v1"\ncontext_window = 100\n')
+    assert issue.message == "must be at least 1024, not 100"

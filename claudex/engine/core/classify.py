@@ -9,6 +9,9 @@ The tree of outcomes (DESIGN.md, failure table)::
     │                      returned unchanged
     ├── TOKEN_LIMIT        a 400 stating the provider's max_tokens range: retry once at that
     │                      cap (remembered), then fail over; not a breaker failure
+    ├── CONTEXT_EXCEEDED   a 400 stating the conversation is over the context window, at a
+    │                      backup: fail over to the next (the window is remembered); not a
+    │                      breaker failure. At the addressed profile it is a CLIENT_ERROR
     ├── RATE_LIMITED       429: retry the same provider with backoff, then fail over;
     │                      not a breaker failure
     ├── PLAN_LIMIT         429 saying the plan's window is spent (Anthropic unified status
@@ -43,6 +46,7 @@ from enum import StrEnum
 import aiohttp
 import httpx
 
+from claudex.providers.context_limits import ContextRefusal, context_refusal
 from claudex.providers.limits import stated_max_tokens
 from claudex.providers.windows import spent_window
 
@@ -60,6 +64,7 @@ class Outcome(StrEnum):
     STREAM_ERROR = "stream_error"
     TOKEN_LIMIT = "max_tokens_limit"
     PLAN_LIMIT = "plan_limit"
+    CONTEXT_EXCEEDED = "context_exceeded"
 
 
 class StreamStalled(TimeoutError):
@@ -102,6 +107,13 @@ def plan_limit(outcome: Outcome, status: int, headers: Mapping[str, str],
     """For a rate limit: whether it says the plan's window is spent (`Outcome.PLAN_LIMIT`),
     which no retry before its reset can change."""
     return outcome is Outcome.RATE_LIMITED and spent_window(status, headers, payload)
+def stated_context_window(outcome: Outcome, status: int, message: str,
+                          payload: bytes) -> ContextRefusal | None:
+    """For a client error saying the prompt is over the provider's context window: the
+    refusal (with the window when stated); None for every other answer."""
+    if outcome is not Outcome.CLIENT_ERROR or status not in (400, 413):
+        return None
+    return context_refusal(message, payload)
 
 
 def map_transport_error(exc: BaseException) -> tuple[Outcome, str]:
@@ -164,5 +176,6 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.DISCONNECTED: "disconnected",
         Outcome.STREAM_ERROR: "stream failed",
         Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
+        Outcome.CONTEXT_EXCEEDED: "conversation over the provider's context window",
     }[outcome]
     return f"{words} ({status})" if status is not None else words

@@ -73,6 +73,7 @@ class Exchange:
         self.chatgpt = self.upstream == "responses" and responses.is_chatgpt_backend(
             profile.base_url, profile.oauth_provider)
         self.upstream_streams = req.stream or self.chatgpt
+        self.addressed = addressed
         self.model = map_model(profile, req.model, addressed, aliases, client=req.protocol)
         # The profile's `max_tokens`, or a lower limit the provider stated in a 400.
         self.max_tokens_cap = max_tokens_cap

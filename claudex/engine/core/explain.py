@@ -104,6 +104,10 @@ def _sentence(attempts: Sequence[Attempt], *, rate_limited: bool, no_backup: str
                 "refreshed.")
     if outcome in ("stream_error", "disconnected"):
         return f"{who} dropped the connection before answering {no_backup}."
+    if outcome == "context_exceeded":
+        return (f"The conversation is longer than {who}'s context window ({last.message}) "
+                f"{no_backup}; compact it (/compact in Claude Code) or add a backup with a "
+                "larger window.")
     if outcome == "credentials":
         return f"Could not get credentials for {who}: {last.message}."
     return f"Every provider failed; the last, {last.provider}, reported {outcome} ({last.message})."

@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from claudex.config.model import Profile
 from claudex.engine.breaker.circuit import BreakerState
+from claudex.engine.core.addressing import map_model
 from claudex.engine.core.answers import (
     all_failed,
     error_result,
@@ -29,6 +30,7 @@ from claudex.engine.core.classify import (
     classify_status,
     map_transport_error,
     plan_limit,
+    stated_context_window,
     stated_token_limit,
 )
 from claudex.engine.core.exchange import Exchange
@@ -44,6 +46,8 @@ from claudex.engine.core.streaming import open_stream
 from claudex.engine.core.tries import EngineCore, Seen, Tries
 from claudex.engine.core.usage import Usage, usage_in_body
 from claudex.engine.credentials.cache import AuthHeaders, CredentialError
+from claudex.engine.events import Event
+from claudex.engine.routing.estimate import could_be_long, estimated_prompt_tokens
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.translate import estimate_input_tokens
@@ -207,6 +211,8 @@ class Forwarder:
             1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
         trail = flow.trail
         tried = 0
+        estimate: int | None = None  # the prompt's tokens, estimated once when a window asks
+        too_small = ""
         for name in names:
             rt = core.runtimes.get(name)
             now = core.clock()
@@ -214,6 +220,19 @@ class Forwarder:
             if reason is None and tried >= cap:
                 reason = "round_cap"
             permit = None
+            # A backup whose context window is known (configured, or learned from its 400) is
+            # passed over, without sending, by a request estimated over it.
+            if reason is None and rt is not None and name != addressed.name and (
+                    rt.context_limits or rt.profile.context_window is not None):
+                window = rt.context_window(map_model(rt.profile, req.model, False,
+                                                     core.config.model_aliases,
+                                                     client=req.protocol))
+                if window is not None and could_be_long(req.raw, window):
+                    if estimate is None:
+                        estimate = estimated_prompt_tokens(req.protocol, req.body)
+                    if estimate > window:
+                        reason = "context_too_small"
+                        too_small = f"context {window:,} < ~{estimate:,}"
             if reason is None and rt is not None:
                 permit = rt.breaker.try_acquire()
                 if permit is None:
@@ -221,7 +240,8 @@ class Forwarder:
                     reason = "half_open_busy" if half_open else "breaker_open"
             if rt is None or permit is None:
                 reason = reason or "unknown_profile"
-                skipped = Attempt(name, reason, message=_skip_message(rt, reason, now))
+                skipped = Attempt(name, reason, message=too_small if reason ==
+                                  "context_too_small" else _skip_message(rt, reason, now))
                 trail.skip(skipped, _skip_wait(rt, reason, now, core.wall))
                 if rt is not None:
                     for hook in core.hooks.attempt_ended:
@@ -373,8 +393,31 @@ class Forwarder:
             outcome = Outcome.TOKEN_LIMIT
         elif status == 429 and plan_limit(outcome, status, resp.headers, payload):
             outcome = Outcome.PLAN_LIMIT
+        elif outcome is Outcome.CLIENT_ERROR and req.endpoint != "count_tokens":
+            refusal = stated_context_window(outcome, status, message, payload)
+            if refusal is not None:
+                self._learn_context_window(rt, exchange, refusal.window)
+                if not exchange.addressed:  # the addressed profile's 400 goes to the client
+                    outcome = Outcome.CONTEXT_EXCEEDED
         return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
                      payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
+
+    def _learn_context_window(self, rt: ProviderRuntime, exchange: Exchange,
+                              stated: int | None) -> None:
+        """Remember the window the provider stated for the model sent, or, when it did not say
+        its size, the estimate of the prompt it refused (a later one as long is passed over);
+        one event and one log line when it is new."""
+        req = exchange.req
+        window = stated if stated is not None else estimated_prompt_tokens(req.protocol, req.body)
+        if window < 1 or not rt.learn_context_window(exchange.model, window):
+            return
+        said = "" if stated is not None else "about "
+        words = (f"{rt.name}: context window {said}{window:,} tokens for "
+                 f"{exchange.model or 'its model'} (refused a longer prompt); as a backup it is "
+                 f"passed over by longer ones")
+        self.core.events.publish(Event("limit", words, rt.name,
+                                       {"model": exchange.model, "context_window": window}))
+        log.info("%s", words)
 
     async def _answer(self, ledger: Ledger, exchange: Exchange, resp: GatedResponse,
                       deadlines: StreamDeadlines | None, auth: AuthHeaders | None) -> Seen:

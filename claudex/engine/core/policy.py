@@ -113,6 +113,7 @@ POLICY: dict[Key, Rule] = dict((
     _row(Outcome.CLIENT_ERROR,     _R.NO,             False,     _B.RELEASE, _H.NONE,
          "client_errors"),
     _row(Outcome.TOKEN_LIMIT,      _R.AT_CAP,         True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.CONTEXT_EXCEEDED, _R.NO,             True,      _B.RELEASE, _H.NONE),
     _row(Outcome.RATE_LIMITED,     _R.BACKOFF,        True,      _B.RELEASE, _H.NONE,
          "rate_limited"),
     _row(Outcome.PLAN_LIMIT,       _R.AFTER_RESET,    True,      _B.RELEASE, _H.NONE,
@@ -184,6 +185,13 @@ WHEN: dict[Key, str] = {
                           "refuses the client's own request",
     Outcome.TOKEN_LIMIT: "a 400 stating the provider's max_tokens range (\"valid range of "
                          "max_tokens is [1, 8192]\")",
+    Outcome.CONTEXT_EXCEEDED: "at a backup, a 400 stating the conversation is over the "
+                              "provider's context window (\"maximum context length is 8192 "
+                              "tokens\", \"prompt is too long: 18159 tokens > 8192 maximum\"); "
+                              "the window is remembered for the model and a later request "
+                              "estimated over it passes that backup over without sending "
+                              "(`context_too_small`). At the addressed profile the 400 goes to "
+                              "the client unchanged, so it can compact",
     Outcome.RATE_LIMITED: "429 rate limit",
     Outcome.PLAN_LIMIT: "429 saying the plan's window is spent: `anthropic-ratelimit-unified-"
                         "status: rejected`, or the ChatGPT backend's `usage_limit_reached` / "

@@ -106,13 +106,14 @@ SKIP_OUTCOMES = frozenset({
     "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",
     "misconfigured", "needs_translation", "round_cap", "unknown_profile", "queue_full",
     "window_spent",
+    "context_too_small",
 })
 # A profile that cannot be used as configured (its credentials included) says nothing about the
 # other providers: a chain whose other attempts were all rate limited still answers 429.
 CONFIG_SKIPS = frozenset({"disabled", "misconfigured", "needs_translation", "unknown_profile",
                           "credentials"})
 _NAMED_EVEN_WITH_STATUS = frozenset({"stream_error", "token_expired", "max_tokens_limit",
-                                     "timeout", "plan_limit"})
+                                     "timeout", "plan_limit", "context_exceeded"})
 
 
 @dataclass

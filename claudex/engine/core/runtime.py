@@ -43,6 +43,10 @@ class ProviderRuntime:
     # Output-token limits the provider stated in a 400, per model sent (DESIGN.md failure
     # table): later requests are capped before they are sent.
     token_limits: dict[str, int] = field(default_factory=dict)
+    # Context windows the provider stated in a 400 (or, when it did not say the size, the
+    # estimate of the prompt it refused), per model sent (DESIGN.md failure table): a later
+    # request estimated over one skips this provider as a backup without sending.
+    context_limits: dict[str, int] = field(default_factory=dict)
     # A spent plan window (DESIGN.md failure table, issue 22): skipped until then, epoch
     # seconds (a reset time the provider states is wall-clock, and the fleet shares it).
     window_spent_until: float = 0.0
@@ -100,6 +104,24 @@ class ProviderRuntime:
         if len(self.token_limits) >= _MAX_REMEMBERED_LIMITS and model not in self.token_limits:
             self.token_limits.pop(next(iter(self.token_limits)))
         self.token_limits[model or ""] = limit
+
+    def context_window(self, model: str | None) -> int | None:
+        """The smaller of the profile's `context_window` and the one learned for `model`."""
+        learned = self.context_limits.get(model or "") if self.context_limits else None
+        configured = self.profile.context_window
+        if learned is None or (configured is not None and configured <= learned):
+            return configured
+        return learned
+
+    def learn_context_window(self, model: str | None, window: int) -> bool:
+        """Remember `window` for `model`; whether it is new."""
+        key = model or ""
+        if self.context_limits.get(key) == window:
+            return False
+        if len(self.context_limits) >= _MAX_REMEMBERED_LIMITS and key not in self.context_limits:
+            self.context_limits.pop(next(iter(self.context_limits)))
+        self.context_limits[key] = window
+        return True
 
     @property
     def name(self) -> str:
@@ -206,6 +228,8 @@ class ProviderRuntime:
             "window_spent": self.window_spent_name if self._spent_until(wall) else None,
             "max_tokens": self.profile.max_tokens,
             "learned_max_tokens": dict(self.token_limits),
+            "context_window": self.profile.context_window,
+            "learned_context_window": dict(self.context_limits),
             "concurrency": self.concurrency_json(now),
             "stats": self.stats.to_json(),
         }

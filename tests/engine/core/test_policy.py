@@ -62,6 +62,7 @@ EXPECTED: dict[Key, tuple[Retry, bool, BreakerEffect, HealthEffect]] = {
     Outcome.OK: (_R.NO, False, _B.SUCCESS, _H.HEALTHY),
     Outcome.CLIENT_ERROR: (_R.NO, False, _B.RELEASE, _H.NONE),
     Outcome.TOKEN_LIMIT: (_R.AT_CAP, True, _B.RELEASE, _H.NONE),
+    Outcome.CONTEXT_EXCEEDED: (_R.NO, True, _B.RELEASE, _H.NONE),
     Outcome.RATE_LIMITED: (_R.BACKOFF, True, _B.RELEASE, _H.NONE),
     Outcome.PLAN_LIMIT: (_R.AFTER_RESET, True, _B.RELEASE, _H.NONE),
     Outcome.AUTH_ERROR: (_R.NO, True, _B.FAILURE, _H.AUTH_FAILING),
@@ -191,6 +192,24 @@ async def test_a_stated_token_limit_is_tried_once_at_that_cap(proxy_factory: Any
         assert rt.breaker.snapshot().consecutive_failures == 0 and rt.stats.failures == 0
         assert not rt.health.live_failure_since_probe
         assert [r.json["max_tokens"] for r in capped.requests] == [32000, 8192]
+
+
+@row(Outcome.CONTEXT_EXCEEDED)
+async def test_a_backup_too_small_for_the_conversation_passes_it_on(fakes: Any,
+                                                                    proxy_factory: Any) -> None:
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    small = FakeProvider("small", "openai", models=served_models("small", "openai"))
+    small.context_window = 1024
+    async with small:
+        config = build_config(profile_toml("primary", f["primary"], backups=["small", "backup"])
+                              + profile_toml("small", small) + profile_toml("backup", f["backup"]))
+        proxy = await proxy_factory(config, fakes={**f, "small": small})
+        f["primary"].set_fault("529")
+        resp = await proxy.messages(anthropic_body("lorem ipsum " * 600))
+        assert resp.status_code == 200
+        outcomes = await _trail(proxy, "small")
+        assert outcomes == ["context_exceeded"]
+        _check(proxy, resp, POLICY[Outcome.CONTEXT_EXCEEDED], outcomes, "small")
 
 
 _STUBBORN = (b'{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: '
