@@ -145,7 +145,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     config = load_config(path)
     warned = f", {len(config.warnings)} warning(s)" if config.warnings else ""
-    out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s){warned}")
+    pools = f", {len(config.pools)} pool(s)" if config.pools else ""
+    out.print(f"[green]ok[/] {path}: {len(config.profiles)} profile(s){pools}{warned}")
     for warning in config.warnings:
         _print_warning(out, str(warning))
     _print_warning(out, config_permission_warning(config))
@@ -160,6 +161,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         else:
             state = problem or "[green]ready[/]"
         table.add_row(p.name, _SHORT_TYPES.get(p.provider_type, p.provider_type), chain, state)
+    for pool in config.pools:
+        members = " | ".join(pool.members)
+        chain = " → ".join([f"({members})", *pool.backup_providers])
+        table.add_row(pool.name, "pool", chain, f"[green]{pool.balance}[/]")
     out.print(table)
     for line in _routing_lines(config):
         out.print(line, markup=False)

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from claudex.config._lines import KeyPath
 from claudex.config.model import (
     AUTH_TYPES,
+    BALANCES,
     OAUTH_PROVIDERS,
     PROVIDER_TYPES,
     UNSERVED_PROVIDER_TYPES,
@@ -381,6 +382,29 @@ _PROFILE_KEYS: Mapping[str, Checker] = {
     **_TIMEOUT_KEYS,
 }
 _REQUIRED_PROFILE_KEYS = ("name", "provider_type", "base_url")
+
+
+def _weights(value: object) -> dict[str, int]:
+    if not isinstance(value, dict):
+        raise _Bad(f"must be a table of member = weight (an integer), not {_type_name(value)}")
+    weight = _integer(1, 1000)
+    for key, item in value.items():
+        try:
+            weight(item)
+        except _Bad as bad:
+            raise _Bad(f"{_quoted(key)}: {bad.message}", (key,)) from None
+    return dict(value)
+
+
+# A pool: a `[[profiles]]` table with `members` and no `base_url` (DESIGN.md "Pools").
+_POOL_KEYS: Mapping[str, Checker] = {
+    "name": _profile_name,
+    "members": _string_list,
+    "balance": _choice("balance", BALANCES),
+    "weights": _weights,
+    "backup_providers": _string_list,
+}
+_REQUIRED_POOL_KEYS = ("name", "members")
 # A Claudex profile key claudex cannot use: accepted, and the profile is shown misconfigured.
 _CLAUDEX_ONLY_PROFILE_KEYS = frozenset({"api_key_keyring"})
 _SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "history", "telemetry",

@@ -46,8 +46,9 @@ def profile_from_text(text: str, name: str, *, file: str = "<config>") -> dict[s
 
 
 def references_to(text: str, name: str, *, file: str = "<config>") -> list[str]:
-    """Where `name` is referenced: profiles listing it as a backup, `proxy.default_profile`,
-    `[routes]` and `[router]` (`routes.background`, `router.profile`, `router.rules.code`).
+    """Where `name` is referenced: profiles listing it as a backup, pools listing it as a
+    member, `proxy.default_profile`, `[routes]` and `[router]` (`routes.background`,
+    `router.profile`, `router.rules.code`).
 
     Lets a caller say what deleting or renaming the profile will also change.
     """
@@ -55,7 +56,8 @@ def references_to(text: str, name: str, *, file: str = "<config>") -> list[str]:
     found = [
         owner
         for table in _profile_tables(doc)
-        if (owner := _name_of(table)) is not None and owner != name and name in _backups_of(table)
+        if (owner := _name_of(table)) is not None and owner != name
+        and (name in _backups_of(table) or name in _members_of(table))
     ]
     if _default_profile(doc) == name:
         found.append("proxy.default_profile")
@@ -117,6 +119,12 @@ def with_profile_deleted(
             backups = _backups_of(other)
             if name in backups:
                 other["backup_providers"] = [b for b in backups if b != name]
+            members = _members_of(other)
+            if name in members:  # a pool: no longer a member (nor weighted)
+                other["members"] = [m for m in members if m != name]
+                weights = other.get("weights")
+                if isinstance(weights, MutableMapping) and name in weights:
+                    del weights[name]
         if _default_profile(doc) == name:
             proxy = doc["proxy"]
             del proxy["default_profile"]
@@ -171,6 +179,14 @@ def _backups_of(table: Table) -> list[str]:
     return [str(b) for b in backups if isinstance(b, str)]
 
 
+def _members_of(table: Table) -> list[str]:
+    """A pool's `members` (a provider's table has none)."""
+    members = table.get("members")
+    if not isinstance(members, list):
+        return []
+    return [str(m) for m in members if isinstance(m, str)]
+
+
 def _default_profile(doc: tomlkit.TOMLDocument) -> str | None:
     proxy = doc.get("proxy")
     if not isinstance(proxy, Mapping):
@@ -188,6 +204,14 @@ def _rename_references(doc: tomlkit.TOMLDocument, old: str, new: str, *, skip: T
             for index, backup in enumerate(backups):
                 if backup == old:
                     backups[index] = new  # item by item: the array keeps its layout
+        members = table.get("members")
+        if isinstance(members, list):
+            for index, member in enumerate(members):
+                if member == old:
+                    members[index] = new
+            weights = table.get("weights")
+            if isinstance(weights, MutableMapping) and old in weights:
+                weights[new] = weights.pop(old)
     if _default_profile(doc) == old:
         doc["proxy"]["default_profile"] = new
     for _, holder, key in _route_references(doc, old):

@@ -25,8 +25,10 @@ from claudex.config._checks import (
     _CLAUDEX_ONLY_PROFILE_KEYS,
     _HEALTH_KEYS,
     _NOT_IMPLEMENTED,
+    _POOL_KEYS,
     _PROFILE_KEYS,
     _PROXY_KEYS,
+    _REQUIRED_POOL_KEYS,
     _REQUIRED_PROFILE_KEYS,
     _RETRY_KEYS,
     _TOP_LEVEL_KEYS,
@@ -52,6 +54,7 @@ from claudex.config.model import (
     FleetSettings,
     HealthSettings,
     HistorySettings,
+    Pool,
     Profile,
     ProxySettings,
     RetrySettings,
@@ -85,6 +88,8 @@ class _CheckedProfile:
     name: str | None
     # Claudex can keep the key in the system keyring, which claudex does not read.
     uses_keyring: bool = False
+    # `members` and no `base_url`: a pool (DESIGN.md "Pools").
+    pool: bool = False
 
 
 class _Builder:
@@ -136,6 +141,7 @@ class _Builder:
 
         by_name = self._check_names(checked)
         self._check_backups(checked, by_name)
+        self._check_pools(checked, by_name)
         self._check_proxy(proxy, proxy_values, by_name)
         self._check_routes(routes_values, router_values, by_name)
         merged = [
@@ -144,7 +150,7 @@ class _Builder:
                 self._merge_breaker(breaker, _pick(profile.values, _BREAKER_KEYS), profile.where),
                 self._merge_retry(retry, _pick(profile.values, _RETRY_KEYS), profile.where),
             )
-            for profile in checked
+            for profile in checked if not profile.pool
         ]
         if self._issues:
             raise ConfigError(_reading_order(self._issues))
@@ -153,7 +159,8 @@ class _Builder:
             self._make_profile(profile, profile_breaker, profile_retry, proxy)
             for profile, profile_breaker, profile_retry in merged
         )
-        self._advise(checked, profiles)
+        pools = tuple(_make_pool(profile.values) for profile in checked if profile.pool)
+        self._advise([profile for profile in checked if not profile.pool], profiles)
         return Config(
             proxy=proxy,
             breaker=breaker,
@@ -165,6 +172,7 @@ class _Builder:
             routes=replace(RoutesSettings(), **routes_values),
             router=replace(RouterSettings(), **router_values),
             profiles=profiles,
+            pools=pools,
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),
             claude_binary=claude_binary,
@@ -293,7 +301,13 @@ class _Builder:
         if name is not None:
             part = name if _BARE_KEY.fullmatch(name) else _quoted(name)
             where = _Where(where.loc, f"profiles.{part}")
-        values = self._check_table(table, _PROFILE_KEYS, where, _CLAUDEX_ONLY_PROFILE_KEYS)
+        if "members" in table and "base_url" not in table:
+            return self._pool(where, table, name)
+        if "members" in table:
+            self._report(where.child("members"), "a pool has members and no base_url, a "
+                         "provider a base_url and no members: remove one of the two")
+        values = self._check_table(table, _PROFILE_KEYS, where,
+                                   _CLAUDEX_ONLY_PROFILE_KEYS | {"members"})
         for key in _REQUIRED_PROFILE_KEYS:
             if key not in table:
                 self._report(where.child(key), "missing required key")
@@ -311,6 +325,44 @@ class _Builder:
         # A name with bad characters was reported above; still use it to resolve backup lists,
         # so that one mistake is not reported again as an "unknown profile" elsewhere.
         return _CheckedProfile(where, values, name, "api_key_keyring" in table)
+
+    def _pool(self, where: _Where, table: Mapping[str, object],
+              name: str | None) -> _CheckedProfile:
+        """A pool's table: its own keys only (a provider's keys belong to its members)."""
+        values = self._check_table(table, _POOL_KEYS, where)
+        for key in _REQUIRED_POOL_KEYS:
+            if key not in table:
+                self._report(where.child(key), "missing required key")
+        if "members" in values and not values["members"]:
+            self._report(where.child("members"), "a pool needs at least one member")
+        return _CheckedProfile(where, values, name, pool=True)
+
+    def _check_pools(self, profiles: list[_CheckedProfile],
+                     by_name: Mapping[str, _CheckedProfile]) -> None:
+        """Each member is a profile of the file, not a pool, named once; weights name members."""
+        for pool in profiles:
+            if not pool.pool:
+                continue
+            members: tuple[str, ...] = pool.values.get("members", ())
+            where = pool.where.child("members")
+            seen: set[str] = set()
+            for index, member in enumerate(members):
+                found = by_name.get(member)
+                if member == pool.name:
+                    self._report(where, "a pool cannot be its own member", (index,))
+                elif found is None:
+                    hint = _did_you_mean(member, [n for n, p in by_name.items() if not p.pool])
+                    self._report(where, f"unknown profile {_quoted(member)}{hint}", (index,))
+                elif found.pool:
+                    self._report(where, f"{_quoted(member)} is a pool; a pool's members are "
+                                 "profiles (list its members here instead)", (index,))
+                elif member in seen:
+                    self._report(where, f"{_quoted(member)} is listed twice", (index,))
+                seen.add(member)
+            for member in pool.values.get("weights", {}):
+                if member not in members:
+                    self._report(pool.where.child("weights"),
+                                 f"{_quoted(member)} is not a member of this pool", (member,))
 
     def _check_names(self, profiles: list[_CheckedProfile]) -> dict[str, _CheckedProfile]:
         """The first profile of each name; later ones with the same name are reported."""
@@ -449,6 +501,12 @@ class _Builder:
             **{key: values.get(key, getattr(proxy, key)) for key in _PER_PROVIDER_LIMITS},
             problem=_profile_problem(values, self._env, uses_keyring=checked.uses_keyring),
         )
+
+
+def _make_pool(values: Mapping[str, Any]) -> Pool:
+    return Pool(name=values["name"], members=tuple(values["members"]),
+                balance=values.get("balance", "sticky"), weights=values.get("weights", {}),
+                backup_providers=tuple(values.get("backup_providers", ())))
 
 
 # `[proxy]` keys a profile may override, beyond the two timeouts named above.

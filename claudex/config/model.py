@@ -14,6 +14,8 @@ ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses"]
 AuthType = Literal["api-key", "oauth", "passthrough"]
 Protocol = Literal["anthropic", "openai", "responses"]
 LogLevel = Literal["debug", "info", "warning", "error"]
+Balance = Literal["sticky", "round_robin", "least_busy"]
+BALANCES: tuple[str, ...] = ("sticky", "round_robin", "least_busy")
 
 # The provider types claudex serves (the console offers these).
 PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses")
@@ -233,6 +235,23 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """A `[[profiles]]` table with `members` and no `base_url` (DESIGN.md "Pools"): several
+    profiles (accounts) behind one name. Addressed like a profile; `balance` says which member
+    a request goes to first, the other members follow, then the pool's own `backup_providers`
+    (the members' own backups are not used inside the pool)."""
+
+    name: str
+    members: tuple[str, ...]
+    balance: Balance = "sticky"
+    weights: Mapping[str, int] = field(default_factory=dict)
+    backup_providers: tuple[str, ...] = ()
+
+    def weight(self, member: str) -> int:
+        return self.weights.get(member, 1)
+
+
+@dataclass(frozen=True)
 class Config:
     proxy: ProxySettings = field(default_factory=ProxySettings)
     breaker: BreakerSettings = field(default_factory=BreakerSettings)
@@ -244,6 +263,7 @@ class Config:
     routes: RoutesSettings = field(default_factory=RoutesSettings)
     router: RouterSettings = field(default_factory=RouterSettings)
     profiles: tuple[Profile, ...] = ()
+    pools: tuple[Pool, ...] = ()
     path: Path | None = None
     # `[model_aliases]` (Claudex): a requested model equal to a key becomes its value first.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
@@ -258,10 +278,34 @@ class Config:
                 return p
         return None
 
+    def pool(self, name: str) -> Pool | None:
+        for pool in self.pools:
+            if pool.name == name:
+                return pool
+        return None
+
+    def resolve(self, name: str) -> Profile | None:
+        """The profile `name` names, or for a pool its first member: the profile whose
+        protocol and models stand for the pool (what `claudex run` and `/v1/models` read)."""
+        found = self.profile(name)
+        if found is None and (pool := self.pool(name)) is not None and pool.members:
+            return self.profile(pool.members[0])
+        return found
+
+    @property
+    def default_name(self) -> str | None:
+        """The profile or pool a request on a default route addresses."""
+        if self.proxy.default_profile is not None:
+            return self.proxy.default_profile
+        profile = self.default_profile
+        return profile.name if profile is not None else None
+
     @property
     def default_profile(self) -> Profile | None:
-        if self.proxy.default_profile is not None:
-            return self.profile(self.proxy.default_profile)
+        """The default profile; when `default_profile` names a pool, its first member."""
+        name = self.proxy.default_profile
+        if name is not None:
+            return self.resolve(name) if self.pools else self.profile(name)
         for p in self.profiles:
             if p.enabled:
                 return p

@@ -21,6 +21,7 @@ from claudex.config.model import (
     FleetSettings,
     HealthSettings,
     HistorySettings,
+    Pool,
     Profile,
     ProxySettings,
     RetrySettings,
@@ -159,6 +160,12 @@ def _profiles(example: ExampleFile) -> list[str]:
     named = "; ".join(f"[`[{name}]`](#{name}) " + ", ".join(code(k) for k in keys)
                       for name, keys in overrides if keys)
     lines += [f"A profile may also set, for itself alone: {named}.", ""]
+    pool_keys = {k: v for k, v in _checks._POOL_KEYS.items() if k not in own}
+    lines += ["A table with `members` and no `base_url` is a pool (see "
+              "[Pools](../pools-and-routes.md#pools)): it takes `name`, `backup_providers` and "
+              "these keys, and none of a provider's:",
+              "", table(_HEADERS, _rows("profiles", pool_keys, Pool, example,
+                                        _checks._REQUIRED_POOL_KEYS)), ""]
     lines += ["Accepted from Claudex and not used: "
               + ", ".join(code(k) for k in sorted(_checks._CLAUDEX_ONLY_PROFILE_KEYS))
               + " (the profile loads, shown misconfigured: claudex does not read the keyring).",
@@ -198,7 +205,8 @@ def _check_coverage() -> None:
 def undescribed(root: Path) -> list[str]:
     """Keys the example file says nothing about, as `table.key`."""
     example = parse((root / EXAMPLE).read_text(encoding="utf-8"))
-    tables = [(s.name, s.keys) for s in SECTIONS] + [("profiles", _checks._PROFILE_OWN_KEYS),
+    tables = [(s.name, s.keys) for s in SECTIONS] + [("profiles", {**_checks._PROFILE_OWN_KEYS,
+                                                                   **_checks._POOL_KEYS}),
                                                      ("", {"claude_binary": _checks._text})]
     return [f"{name}.{key}" if name else key
             for name, keys in tables for key in keys if not example.words(name, key)]

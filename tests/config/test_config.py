@@ -86,14 +86,14 @@ def test_example_file_documents_only_real_keys() -> None:
     """Every key the example shows, written or commented out (`# key = ...`), is one the loader
     accepts in its table; the tables shown only commented out (`# [fleet]`) load as written
     once their lines are uncommented."""
-    from claudex.config._checks import _TOP_LEVEL_KEYS
+    from claudex.config._checks import _POOL_KEYS, _TOP_LEVEL_KEYS
     from claudex.docs_gen.config_page import SECTIONS
     from claudex.docs_gen.example_file import parse
 
     text = EXAMPLE.read_text()
     shown = parse(text).values
     allowed: dict[str, set[str]] = {s.name: set(s.keys) for s in SECTIONS}
-    allowed |= {"profiles": set(_PROFILE_KEYS), "": set(_TOP_LEVEL_KEYS)}
+    allowed |= {"profiles": set(_PROFILE_KEYS) | set(_POOL_KEYS), "": set(_TOP_LEVEL_KEYS)}
     assert any(table == "profiles" and key == "token_command" for table, key in shown), (
         "the example should show optional keys")
     unknown = [f"{table}.{key}" for table, key in shown
