@@ -84,6 +84,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             last_error = SCRUBBER.text(str(stats["last_error"]))
             errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))
     out.print(table)
+    for line in pool_lines(data.get("pools") or []):
+        out.print(line)
     if marks:
         out.print(Text(_cost_legend(marks), style="dim"))
     if limits:
@@ -100,6 +102,24 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                        style="bold yellow"))
     if isinstance(data.get("fleet"), dict):
         _render_fleet(data["fleet"], out)
+
+
+def pool_lines(pools: list[dict[str, Any]]) -> list[Text]:
+    """Each pool with its members beneath: conversations bound and share of its requests."""
+    lines: list[Text] = []
+    for pool in pools:
+        backups = pool.get("backup_providers") or []
+        then = f" → {', '.join(map(str, backups))}" if backups else ""
+        lines.append(Text.assemble((f"pool {pool.get('name', '?')}", "bold"),
+                                   f" ({pool.get('balance', '?')}) · "
+                                   f"{pool.get('bindings', 0)} conversations bound{then}"))
+        for member in pool.get("members") or []:
+            weight = member.get("weight", 1)
+            weighted = f" · weight {weight}" if weight != 1 else ""
+            lines.append(Text(f"  └ {member.get('name', '?')}: {member.get('bindings', 0)} "
+                              f"bound · {member.get('requests', 0)} requests "
+                              f"({float(member.get('share') or 0) * 100:.0f}%){weighted}"))
+    return lines
 
 
 def _cost_legend(marks: set[str]) -> str:

@@ -21,6 +21,7 @@ from claudex.config.model import Config, Profile
 from claudex.engine import clock as clock_mod
 from claudex.engine.addons.cost import CostAddon, CostTotals, Spend, cost_basis
 from claudex.engine.addons.counting import StatsAddon
+from claudex.engine.addons.pools import PoolsAddon
 from claudex.engine.addons.prices import PriceTable
 from claudex.engine.addons.request_report import RequestEventsAddon
 from claudex.engine.addons.series import SeriesAddon
@@ -32,8 +33,10 @@ from claudex.engine.addons.windows import WindowsAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.core.bindings import Bindings
 from claudex.engine.core.failover import Forwarder
 from claudex.engine.core.hooks import Hooks
+from claudex.engine.core.pools import PoolBalancer
 from claudex.engine.core.request import ForwardResult, ProxyRequest
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.transport import AiohttpTransport, Transport
@@ -117,6 +120,12 @@ class Engine:
         # `[routes]` / `[router]` (engine/routing/): None when the config has neither.
         self._router_timeout = router_timeout
         self.routing: Routing | None = self._routing(config, None)
+        # Pools (engine/core/pools.py): None until the config has one; the bindings outlive
+        # reloads.
+        self.bindings = Bindings(clock)
+        self.pools: PoolBalancer | None = None
+        self.pool_shares: PoolsAddon | None = None
+        self._set_pools(config)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
@@ -147,6 +156,15 @@ class Engine:
             self.traces = TracesAddon(settings, runtimes)
             addons.append(self.traces)
         return addons
+
+    def _set_pools(self, config: Config) -> None:
+        if not config.pools or self.pools is not None:
+            return
+        shared = None
+        self.pools = PoolBalancer(lambda: self.runtimes, self.clock, self.wall, self.bindings,
+                                  shared)
+        self.pool_shares = PoolsAddon()
+        self.hooks.set([*self.hooks.addons, self.pool_shares])
 
     def _new_runtime(self, profile: Profile) -> ProviderRuntime:
         gate: Callable[[], bool] | None = None
@@ -366,6 +384,7 @@ class Engine:
         self.config = config
         self.runtimes = fresh
         self.routing = self._routing(config, self.routing)
+        self._set_pools(config)
         # A removed provider's connection pool is not closed here: requests already in flight
         # to it (a long stream) would hang, as closing an aiohttp session does not wake a body
         # being read. Its idle connections expire by keep-alive; the pool goes at `close()`,
@@ -400,8 +419,7 @@ class Engine:
             "failovers": self.totals.failovers,
             "all_failed": self.totals.all_failed,
             "requests_per_s": round(self.totals.meter.rate(now), 2),
-            "default_profile": (self.config.default_profile.name
-                                if self.config.default_profile else None),
+            "default_profile": self.config.default_name,
             "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
                                                                       now_wall)), rt,
                                       now_wall) | {"tokens": self._tokens_of(name)}
@@ -414,6 +432,10 @@ class Engine:
             "history": (self.journal.status() if self.journal is not None
                         else {"enabled": False, "path": None, "problem": "not kept"}),
         }
+        if self.pools is not None and self.config.pools:
+            shares = self.pool_shares
+            status["pools"] = [self.pools.status_json(pool, shares.of(pool.name) if shares
+                                                      else {}) for pool in self.config.pools]
         if self.fleet is not None:
             status["fleet"] = self.fleet.status_json()
         return status

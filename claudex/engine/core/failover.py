@@ -14,6 +14,7 @@ import itertools
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from claudex.config.model import Profile
 from claudex.engine.breaker.circuit import BreakerState
@@ -38,6 +39,7 @@ from claudex.engine.core.gate import GatedResponse
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import POLICY, BreakerEffect, Local, Rule
+from claudex.engine.core.pools import PoolTurn
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.retries import Retries
 from claudex.engine.core.runtime import ProviderRuntime
@@ -106,6 +108,19 @@ def _queue_full(rt: ProviderRuntime) -> str:
             f"({held})")
 
 
+@dataclass
+class Way:
+    """Who may serve one request: the name it addressed (a profile or pool; None: no such
+    name), the names to try in order, and for a pool the members' pool and the turns to tell
+    which member served."""
+
+    name: str | None
+    names: list[str]
+    addressed: frozenset[str] = frozenset()  # a pool's members: each is "the addressed one"
+    pool_of: dict[str, str] = field(default_factory=dict)
+    turns: list[PoolTurn] = field(default_factory=list)
+
+
 class Forwarder:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
@@ -117,6 +132,7 @@ class Forwarder:
     # -- chain -------------------------------------------------------------------------------
 
     def chain(self, req: ProxyRequest) -> tuple[Profile | None, list[str]]:
+        """The addressed profile and the names to try (a profile's chain; pools: `_route`)."""
         config = self.core.config
         addressed = config.profile(req.profile) if req.profile else config.default_profile
         if addressed is None:
@@ -125,6 +141,38 @@ class Forwarder:
         if req.failover:
             names += [n for n in addressed.backup_providers if n not in names]
         return addressed, names
+
+    async def _route(self, req: ProxyRequest) -> Way:
+        """Who may serve `req`, in order. A pool (DESIGN.md "Pools") stands for its members,
+        ordered by its balance (engine/core/pools.py), then its own backups; a pool among a
+        profile's backups stands for its members. A config without pools pays one check."""
+        config = self.core.config
+        pools = self.core.pools
+        name = req.profile or config.default_name
+        pool = config.pool(name) if pools is not None and name is not None else None
+        if pool is None:
+            addressed, names = self.chain(req)
+            if addressed is None or pools is None or not config.pools:
+                return Way(None if addressed is None else addressed.name, names)
+            way = Way(addressed.name, [addressed.name])
+            backups = names[1:]
+        else:
+            assert pools is not None
+            way = Way(pool.name, [], addressed=frozenset(pool.members))
+            backups = ["", *pool.backup_providers] if req.failover else [""]
+        for backup in backups:
+            inner = config.pool(backup) if backup else pool
+            if inner is None:
+                if backup not in way.names:
+                    way.names.append(backup)
+                continue
+            turn = await pools.turn(inner, req)
+            way.turns.append(turn)
+            for member in turn.order:
+                if member not in way.names:
+                    way.names.append(member)
+                    way.pool_of[member] = inner.name
+        return way
 
     def _skip_reason(self, rt: ProviderRuntime | None, now: float) -> str | None:
         if rt is None:
@@ -158,9 +206,12 @@ class Forwarder:
             routed = await routing.choose(req)
             if routed is not None:  # the route's profile is addressed: its own chain serves
                 req.routed, req.profile = routed, routed.profile
-        addressed, names = self.chain(req)
-        if addressed is not None:
-            flow.addressed = addressed.name
+        way = await self._route(req) if core.pools is not None else None
+        if way is None:
+            profile, names = self.chain(req)
+            way = Way(None if profile is None else profile.name, names)
+        if way.name is not None:
+            flow.addressed = way.name
         hooks = core.hooks
         for hook in hooks.request_started:
             try:
@@ -168,7 +219,7 @@ class Forwarder:
             except Exception:
                 addon_failed(hook)
         try:
-            result = await self._forward(req, flow, addressed, names)
+            result = await self._forward(req, flow, way)
         except BaseException:
             self._ended(flow)  # cancelled, or a claudex bug: the request is over all the same
             raise
@@ -199,10 +250,10 @@ class Forwarder:
             except Exception:
                 addon_failed(hook)
 
-    async def _forward(self, req: ProxyRequest, flow: Flow, addressed: Profile | None,
-                       names: list[str]) -> ForwardResult:
+    async def _forward(self, req: ProxyRequest, flow: Flow, way: Way) -> ForwardResult:
         core = self.core
-        if addressed is None:
+        names, pool_of = way.names, way.pool_of
+        if way.name is None:
             name = req.profile or "(default)"
             return error_result(req, 404, f"No profile named {name!r} is configured.", [])
         now = core.clock()
@@ -222,7 +273,8 @@ class Forwarder:
             permit = None
             # A backup whose context window is known (configured, or learned from its 400) is
             # passed over, without sending, by a request estimated over it.
-            if reason is None and rt is not None and name != addressed.name and (
+            if reason is None and rt is not None and name != way.name and (
+                    name not in way.addressed) and (
                     rt.context_limits or rt.profile.context_window is not None):
                 window = rt.context_window(map_model(rt.profile, req.model, False,
                                                      core.config.model_aliases,
@@ -241,7 +293,8 @@ class Forwarder:
             if rt is None or permit is None:
                 reason = reason or "unknown_profile"
                 skipped = Attempt(name, reason, message=too_small if reason ==
-                                  "context_too_small" else _skip_message(rt, reason, now))
+                                  "context_too_small" else _skip_message(rt, reason, now),
+                                  pool=pool_of.get(name) if pool_of else None)
                 trail.skip(skipped, _skip_wait(rt, reason, now, core.wall))
                 if rt is not None:
                     for hook in core.hooks.attempt_ended:
@@ -252,8 +305,10 @@ class Forwarder:
                 continue
             tried += 1
             ledger = Ledger(rt, permit, flow, core)
-            exchange = Exchange(req, rt.profile, addressed=name == addressed.name,
-                                aliases=core.config.model_aliases)
+            if pool_of:
+                ledger.pool = pool_of.get(name)
+            exchange = Exchange(req, rt.profile, addressed=name == way.name
+                                or name in way.addressed, aliases=core.config.model_aliases)
             exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
             exchange.signatures = core.signatures
             try:
@@ -265,6 +320,9 @@ class Forwarder:
                     result.notes = exchange.portable_notes
                     if exchange.dropped:
                         result.dropped = exchange.dropped
+                if way.turns and result.provider is not None and core.pools is not None:
+                    for turn in way.turns:
+                        core.pools.served(turn, result.provider)
                 served = [a for a in trail.attempts if not a.skipped]
                 flow.failed_over = (len({a.provider for a in served}) > 1
                                     or trail.attempts[0].provider != name)

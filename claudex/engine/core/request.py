@@ -65,6 +65,7 @@ class Attempt:
     max_tokens: int | None = None          # the max_tokens cap applied, when one was
     breaker: str | None = None             # the breaker state this attempt met
     dropped: tuple[str, ...] = ()          # what translation left out for this provider
+    pool: str | None = None                # the pool `provider` served as a member of
 
     @property
     def skipped(self) -> bool:
@@ -72,10 +73,15 @@ class Attempt:
 
     def token(self) -> str:
         """The compact form used in the `x-claudex-attempts` header."""
+        if self.pool is not None:
+            return f"{self.pool}/{self.provider}:{self._result()}"
         return f"{self.provider}:{self._result()}"
 
     def label(self) -> str:
-        """The form used in log lines and the console's trail: `grok 503`, `anth stream_error`."""
+        """The form used in log lines and the console's trail: `grok 503`, `anth stream_error`,
+        a pool's member `claude/acct-b 200`."""
+        if self.pool is not None:
+            return f"{self.pool}/{self.provider} {self._result()}"
         return f"{self.provider} {self._result()}"
 
     def _result(self) -> str:
@@ -100,7 +106,7 @@ class Attempt:
 
 
 _DETAIL_FIELDS = ("latency_ms", "headers_ms", "first_content_ms", "model", "max_tokens",
-                  "breaker", "dropped")
+                  "breaker", "dropped", "pool")
 
 SKIP_OUTCOMES = frozenset({
     "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",

@@ -23,6 +23,7 @@ from claudex.engine.credentials.cache import AuthHeaders
 from claudex.engine.events import EventBus
 
 if TYPE_CHECKING:  # routing builds requests the core serves: a type only, no import cycle
+    from claudex.engine.core.pools import PoolBalancer
     from claudex.engine.routing import Routing
 
 
@@ -38,6 +39,7 @@ class EngineCore(Protocol):
     signatures: SignatureMemory
     hooks: Hooks
     routing: Routing | None
+    pools: PoolBalancer | None
 
     def escalate(self, sentence: str) -> None: ...
 

@@ -1,0 +1,220 @@
+"""Which member of a pool a request goes to first (DESIGN.md "Pools").
+
+`PoolBalancer.turn` orders a pool's members for one request; the forwarding core tries them in
+that order, skipping those that cannot serve, then the pool's own `backup_providers`. When a
+member served, `served` records it: under `sticky`, the conversation (engine/core/conversation.py)
+is bound to where its prompt cache now is (engine/core/bindings.py).
+
+- `sticky` (default): a conversation's turns go to its member while that member is eligible. A
+  new conversation goes to the eligible member with the most headroom: least window used
+  (`ProviderRuntime.window_used()`), then fewest conversations bound (per unit of weight), then
+  the highest weight. A turn whose member cannot serve is served by another, and the binding
+  moves only when the member is out for longer than its cache lives (`CACHE_S`): window spent,
+  tripped, disabled or misconfigured, or open (or cooling down) so long that by its return
+  more than 5 minutes will have passed since it last served the conversation.
+- `round_robin`: the members in turn, each `weight` times per round (smooth weighted order).
+- `least_busy`: the member with the fewest requests in flight or queued per unit of weight.
+
+Decisions stay here, in the core; what observes (shares of requests) is engine/addons/pools.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from claudex.config.model import Pool
+from claudex.engine.breaker.circuit import BreakerState
+from claudex.engine.core.bindings import Binding, Bindings
+from claudex.engine.core.conversation import conversation_of
+from claudex.engine.core.request import ProxyRequest
+from claudex.engine.core.runtime import ProviderRuntime
+
+CACHE_S: Final = 300.0
+"""How long a member's prompt cache outlives a turn: Anthropic's default cache lifetime is
+5 minutes (docs.anthropic.com, prompt caching: "the cache has a 5-minute lifetime, refreshed
+each time the cached content is used")."""
+
+
+class SharedBindings(Protocol):
+    """Bindings kept where every instance of a fleet reads them (engine/fleet/bindings.py).
+    Times are wall-clock epoch seconds there."""
+
+    async def lookup(self, pool: str, conversation: str) -> tuple[str, float] | None: ...
+
+    def publish(self, pool: str, conversation: str, member: str, served_wall: float) -> None: ...
+
+
+@dataclass
+class PoolTurn:
+    """One request's way through a pool: the members in the order to try, and what to
+    record when one serves."""
+
+    pool: Pool
+    order: list[str]
+    conversation: str | None = None  # sticky only
+    bound: str | None = None         # the member the conversation was bound to
+    move: bool = True                # whoever serves now takes the binding
+
+
+class PoolBalancer:
+    def __init__(self, runtimes: Callable[[], Mapping[str, ProviderRuntime]],
+                 clock: Callable[[], float], wall: Callable[[], float],
+                 bindings: Bindings, shared: SharedBindings | None = None) -> None:
+        self._runtimes = runtimes
+        self._clock = clock
+        self._wall = wall
+        self.bindings = bindings
+        self.shared = shared
+        self._turns: dict[str, int] = {}  # round robin's position, per pool
+        self._sequences: dict[str, tuple[Pool, list[str]]] = {}
+
+    # -- ordering --------------------------------------------------------------------------
+
+    async def turn(self, pool: Pool, req: ProxyRequest) -> PoolTurn:
+        if pool.balance == "round_robin":
+            return PoolTurn(pool, self._round_robin(pool))
+        if pool.balance == "least_busy":
+            return PoolTurn(pool, self._least_busy(pool))
+        return await self._sticky(pool, req)
+
+    async def _sticky(self, pool: Pool, req: ProxyRequest) -> PoolTurn:
+        conversation = conversation_of(req.protocol, req.headers, req.body).key
+        binding = self.bindings.get(pool.name, conversation)
+        if binding is None and self.shared is not None:
+            binding = await self._shared_binding(pool, conversation)
+        ranked = self._by_headroom(pool)
+        if binding is None or binding.member not in pool.members:
+            return PoolTurn(pool, ranked, conversation)
+        member = binding.member
+        order = [member, *(m for m in ranked if m != member)]
+        out = self.out_for(member)
+        if out is None:
+            return PoolTurn(pool, order, conversation, member, move=False)
+        # Out: served elsewhere; the binding moves only if the cache will be cold on return.
+        cold = math.isinf(out) or (self._clock() - binding.last_served) + out > CACHE_S
+        return PoolTurn(pool, order, conversation, member, move=cold)
+
+    async def _shared_binding(self, pool: Pool, conversation: str) -> Binding | None:
+        assert self.shared is not None
+        found = await self.shared.lookup(pool.name, conversation)
+        if found is None:
+            return None
+        member, served_wall = found
+        served = self._clock() - max(0.0, self._wall() - served_wall)
+        return self.bindings.bind(pool.name, conversation, member, served)
+
+    def _by_headroom(self, pool: Pool) -> list[str]:
+        """Eligible members first, most headroom first; then the others, in the pool's order."""
+        runtimes = self._runtimes()
+        counts = self.bindings
+        ready: list[tuple[float, float, int, int, str]] = []
+        out: list[str] = []
+        for index, member in enumerate(pool.members):
+            rt = runtimes.get(member)
+            if rt is None or self.out_for(member) is not None:
+                out.append(member)
+                continue
+            weight = pool.weight(member)
+            ready.append((round(rt.window_used(), 2),
+                          counts.count(pool.name, member) / weight, -weight, index, member))
+        ready.sort()
+        return [entry[-1] for entry in ready] + out
+
+    def _round_robin(self, pool: Pool) -> list[str]:
+        cached = self._sequences.get(pool.name)
+        if cached is None or cached[0] is not pool:  # a reload makes a new Pool
+            cached = self._sequences[pool.name] = (pool, _weighted_sequence(pool))
+        sequence = cached[1]
+        at = self._turns.get(pool.name, 0)
+        self._turns[pool.name] = at + 1
+        start = at % len(sequence)
+        order: list[str] = []
+        for member in sequence[start:] + sequence[:start]:
+            if member not in order:
+                order.append(member)
+        return order
+
+    def _least_busy(self, pool: Pool) -> list[str]:
+        runtimes = self._runtimes()
+        rotated = self._round_robin(pool)  # ties go round
+        loads: list[tuple[bool, float, int, str]] = []
+        for index, member in enumerate(rotated):
+            rt = runtimes.get(member)
+            if rt is None:
+                loads.append((True, 0.0, index, member))
+                continue
+            busy = (rt.gate.in_flight + rt.gate.queued) / pool.weight(member)
+            loads.append((self.out_for(member) is not None, busy, index, member))
+        loads.sort()
+        return [entry[-1] for entry in loads]
+
+    def out_for(self, member: str) -> float | None:
+        """None when `member` may serve now; else how long it stays out (inf: until someone
+        acts, or for a quota window's rest)."""
+        rt = self._runtimes().get(member)
+        if rt is None:
+            return math.inf
+        profile = rt.profile
+        if not profile.enabled or profile.problem is not None:
+            return math.inf
+        if rt.window_spent_until > self._wall():
+            return math.inf
+        state = rt.breaker.state
+        if state is BreakerState.FORCED_OPEN:
+            return math.inf
+        now = self._clock()
+        if state is BreakerState.OPEN:
+            return rt.breaker.snapshot().retry_in_s or 0.0
+        if rt.cooling_down(now):
+            return rt.cooldown_until - now
+        return None
+
+    # -- what served -----------------------------------------------------------------------
+
+    def served(self, turn: PoolTurn, member: str) -> None:
+        """`member` of `turn.pool` served the request."""
+        conversation = turn.conversation
+        if conversation is None or member not in turn.pool.members:
+            return
+        pool = turn.pool.name
+        if turn.bound is not None and member != turn.bound and not turn.move:
+            self.bindings.seen(pool, conversation)  # out briefly: its cache is still warm
+            return
+        self.bindings.bind(pool, conversation, member)
+        if self.shared is not None:
+            self.shared.publish(pool, conversation, member, self._wall())
+
+    def status_json(self, pool: Pool, shares: Mapping[str, int]) -> dict[str, object]:
+        counts = self.bindings.counts(pool.name)
+        total = sum(shares.get(m, 0) for m in pool.members)
+        return {
+            "name": pool.name,
+            "balance": pool.balance,
+            "backup_providers": list(pool.backup_providers),
+            "bindings": sum(counts.values()),
+            "members": [{
+                "name": member,
+                "weight": pool.weight(member),
+                "bindings": counts.get(member, 0),
+                "requests": shares.get(member, 0),
+                "share": round(shares.get(member, 0) / total, 4) if total else 0.0,
+            } for member in pool.members],
+        }
+
+
+def _weighted_sequence(pool: Pool) -> list[str]:
+    """Smooth weighted round robin (nginx's): each member `weight` times per round, spread."""
+    weights = {member: pool.weight(member) for member in pool.members}
+    total = sum(weights.values())
+    current = dict.fromkeys(weights, 0)
+    sequence: list[str] = []
+    for _ in range(total):
+        for member, weight in weights.items():
+            current[member] += weight
+        chosen = max(weights, key=lambda m: current[m])
+        current[chosen] -= total
+        sequence.append(chosen)
+    return sequence
