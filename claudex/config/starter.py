@@ -8,8 +8,10 @@ the text, never what they hold: a variable's value is read only to see that it i
 The profiles: `claude` first (Claude Code's own login when its credentials file exists, else
 `passthrough`, so Claude Code keeps the login it has), backed up by every API-key provider found;
 each of those backs up the next ones found and the ones before it (mutual backups are fine:
-chains are not transitive). Codex CLI's login becomes a disabled profile, since claudex does not
-serve the Responses API yet.
+chains are not transitive). Codex CLI's login becomes the `codex` profile (the ChatGPT backend,
+served through the Responses API), first in `claude`'s chain: the plan the user already pays
+for before the API keys; its own chain is `claude` when that is a login of its own, else the
+API-key profiles.
 """
 
 from __future__ import annotations
@@ -112,8 +114,8 @@ def report(found: Found) -> list[str]:
         "Claude Code keeps its own login)"
     )
     codex = (
-        f'found    Codex CLI login {CODEX_LOGIN} -> profile "{CODEX_PROFILE}" (disabled: the '
-        "Responses API is not served by claudex yet)"
+        f'found    Codex CLI login {CODEX_LOGIN} -> profile "{CODEX_PROFILE}" (oauth, a backup '
+        f'of "{PRIMARY}")'
         if found.codex_login
         else f"missing  Codex CLI login {CODEX_LOGIN}"
     )
@@ -169,7 +171,7 @@ def starter_text(found: Found, example: str) -> str:
     for provider in found.providers:
         parts.append(_key_profile(provider, _backups_for(provider, found.providers)))
     if found.codex_login:
-        parts.append(_codex())
+        parts.append(_codex(found))
     missing = [p for p in KEY_PROVIDERS if p not in found.providers]
     if missing:
         parts.append(
@@ -205,8 +207,12 @@ def _primary(found: Found) -> str:
             'auth_type = "passthrough"',
         ]
     backups = [p.name for p in found.providers]
+    if found.codex_login:
+        backups.insert(0, CODEX_PROFILE)
     if backups:
-        lines.append("# Tried in this order when this profile fails.")
+        lines.append("# Tried in this order when this profile fails"
+                     + (" (your ChatGPT plan first, then the API keys)." if found.codex_login
+                        and found.providers else "."))
         lines.append(f"backup_providers = {_names(backups)}")
     else:
         lines.append("# No API-key variable was found, so there is no backup yet. Add profiles")
@@ -238,11 +244,16 @@ def _key_profile(provider: KeyProvider, backups: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _codex() -> str:
-    return "\n".join([
+def _codex(found: Found) -> str:
+    # Its own chain, for Codex CLI sent here: claude only when that is a login of its own (a
+    # passthrough claude would forward Codex CLI's ChatGPT token to Anthropic).
+    backups = ([PRIMARY] if found.claude_login else []) + [
+        p.name for p in found.providers][:BACKUPS_PER_KEY_PROFILE]
+    lines = [
         "",
-        f"# Codex CLI's ChatGPT login ({CODEX_LOGIN}). Disabled: it speaks the Responses API,",
-        "# which claudex does not serve yet (`claudex check` says so while it is enabled).",
+        f"# Codex CLI's ChatGPT login ({CODEX_LOGIN}): your ChatGPT plan, through the backend",
+        "# Codex CLI uses (the Responses API). Claude Code's requests are translated for it;",
+        "# `claudex run codex -- codex` sends Codex CLI here.",
         "[[profiles]]",
         f"name = {_s(CODEX_PROFILE)}",
         'provider_type = "OpenAIResponses"',
@@ -250,8 +261,10 @@ def _codex() -> str:
         'auth_type = "oauth"',
         'oauth_provider = "codex"',
         'default_model = "gpt-5-codex"',
-        "enabled = false",
-    ]) + "\n"
+    ]
+    if backups:
+        lines.append(f"backup_providers = {_names(backups)}")
+    return "\n".join(lines) + "\n"
 
 
 def starter_path_free(path: Path) -> bool:

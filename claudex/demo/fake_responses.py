@@ -8,7 +8,9 @@ event stream (`claudex.demo.replies_responses`).
 
 `ChatGPTRules` switches on what the ChatGPT (Codex subscription) backend enforces, each check
 answering as that backend does (`{"detail": "..."}`): a Bearer token and a `chatgpt-account-id`
-header (401 without), `store: false` and `stream: true` (400 otherwise), and no
+header (401 without), a top-level `instructions` string (400 "Instructions are required"
+without: the backend's best-known refusal), an `input` list, `store: false` and
+`stream: true` (400 otherwise), and no
 `max_output_tokens`, `temperature` or `top_p` (400 "Unsupported parameter").
 """
 
@@ -59,6 +61,8 @@ class ChatGPTRules:
 
     account_id: str | None = "acct-fake"
     """The `chatgpt-account-id` a request must carry (None: any, but one is required)."""
+    require_instructions: bool = True
+    require_input_list: bool = True
     require_store_false: bool = True
     require_stream: bool = True
     refused_parameters: tuple[str, ...] = ("max_output_tokens", "temperature", "top_p")
@@ -76,6 +80,13 @@ def chatgpt_refusal(rules: ChatGPTRules, headers: dict[str, str],
         return 401, {"detail": "Missing or unknown chatgpt-account-id."}
     if not isinstance(body, dict):
         return 400, {"detail": "The request body must be a JSON object."}
+    # Refused before anything else in the body (pwnkit PR 330: the backend "rejects it
+    # before looking at `input`"); an empty string passes (icebear0828/codex-proxy PR 112).
+    if rules.require_instructions and not isinstance(body.get("instructions"), str):
+        return 400, {"detail": "Instructions are required"}
+    # cubezhao/ai-tools-mng issue 79: a string `input`, which the platform API takes.
+    if rules.require_input_list and not isinstance(body.get("input"), list):
+        return 400, {"detail": "Input must be a list"}
     if rules.require_store_false and body.get("store") is not False:
         return 400, {"detail": "Store must be set to false"}
     if rules.require_stream and body.get("stream") is not True:

@@ -38,6 +38,58 @@ def is_chatgpt_backend(base_url: str, oauth_provider: str | None) -> bool:
     return oauth_provider == "codex" or "://chatgpt.com/" in base_url
 
 
+_INSTRUCTION_ROLES = frozenset({"system", "developer"})
+
+
+def _instruction_text(item: Any) -> str | None:
+    """The text of a system or developer message item, or None when it is not one (or holds
+    more than text, which stays in the input)."""
+    if not isinstance(item, dict) or item.get("type", "message") != "message" \
+            or item.get("role") not in _INSTRUCTION_ROLES:
+        return None
+    content = item.get("content")
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") not in ("input_text", "text") \
+                or not isinstance(part.get("text"), str):
+            return None
+        texts.append(part["text"])
+    return "\n\n".join(t for t in texts if t)
+
+
+def chatgpt_changes(body: dict[str, Any]) -> dict[str, Any]:
+    """What a Responses request needs before the ChatGPT backend takes it: an `input` list (a
+    string becomes one user message) and a top-level `instructions` string, made of the
+    system and developer messages before the first other item ("" when there are none).
+    That backend refuses a request without `instructions` (400 {"detail": "Instructions are
+    required"}: pwnkit PR 330, llxprt-code issue 1197) and an `input` that is no list (400
+    {"detail": "Input must be a list"}: cubezhao/ai-tools-mng issue 79); Codex CLI always
+    sends both (openai/codex codex-rs/codex-api/src/requests/responses.rs). A request that
+    already has `instructions` is left as its client wrote it."""
+    changes: dict[str, Any] = {}
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user",
+                  "content": [{"type": "input_text", "text": items}]}]
+        changes["input"] = items
+    if body.get("instructions") is None:
+        lifted: list[str] = []
+        if isinstance(items, list):
+            for item in items:
+                text = _instruction_text(item)
+                if text is None:
+                    break
+                lifted.append(text)
+            if lifted:
+                changes["input"] = items[len(lifted):]
+        changes["instructions"] = "\n\n".join(t for t in lifted if t)
+    return changes
+
+
 def responses_url(base_url: str) -> str:
     return f"{base_url.rstrip('/')}/responses"
 

@@ -99,19 +99,23 @@ def test_claude_code_login_becomes_an_oauth_primary(
     assert "secret-access" not in target.read_text()
 
 
-def test_codex_login_becomes_a_disabled_responses_profile(
+def test_codex_login_becomes_an_enabled_backup_of_claude(
     home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # The Responses API is served: the ChatGPT plan is in the Claude profile's chain.
     codex_login(home)
     target = tmp_path / "profiles.toml"
     code, out, _ = init(target, capsys)
     assert code == 0
     config = load_config(target, env={"HOME": str(home)})
     codex = config.profile("codex")
-    assert codex is not None and not codex.enabled
+    assert codex is not None and codex.enabled and codex.usable
     assert (codex.provider_type, codex.oauth_provider) == ("OpenAIResponses", "codex")
-    assert "codex" not in config.profiles[0].backup_providers
-    assert 'found    Codex CLI login ~/.codex/auth.json -> profile "codex" (disabled' in out
+    assert config.profiles[0].backup_providers == ("codex",)
+    # claude is passthrough here (no Claude login): Codex CLI's token must not go there.
+    assert codex.backup_providers == ()
+    assert 'found    Codex CLI login ~/.codex/auth.json -> profile "codex" (oauth, a backup ' \
+           'of "claude")' in out
     assert "codex-secret" not in target.read_text()
 
 
@@ -155,7 +159,10 @@ def test_everything_found_no_secret_written_and_the_real_check_passes(
     config = load_config(target, env={"HOME": str(home), **{v: "x" for v in VARIABLES}})
     names = [p.name for p in KEY_PROVIDERS]
     assert [p.name for p in config.profiles] == ["claude", *names, "codex"]
-    assert config.profiles[0].backup_providers == tuple(names)
+    assert config.profiles[0].backup_providers == ("codex", *names)  # the plan, then the keys
+    codex = config.profile("codex")
+    assert codex is not None and codex.enabled
+    assert codex.backup_providers == ("claude", *names[:2])  # claude is a login of its own
     # Each API-key profile backs up onto the next ones found, wrapping round, so the last two
     # back up onto the first: a ring, which chains that are not transitive allow.
     grok = config.profile("grok")

@@ -50,6 +50,9 @@ async def test_stream_error_fault_sends_an_error_event(fake: FakeProvider) -> No
 
 
 @pytest.mark.parametrize(("change", "status", "detail"), [
+    # pwnkit PR 330, llxprt-code issue 1197: the backend's answer to a request without it.
+    ({"instructions": None}, 400, "Instructions are required"),
+    ({"input": "hi"}, 400, "Input must be a list"),  # cubezhao/ai-tools-mng issue 79
     ({"store": True}, 400, "Store must be set to false"),
     ({"stream": False}, 400, "Stream must be set to true"),
     ({"max_output_tokens": 10}, 400, "Unsupported parameter: max_output_tokens"),
@@ -59,13 +62,16 @@ async def test_chatgpt_rules_refuse_as_the_backend_does(
     fake: FakeProvider, change: dict[str, object], status: int, detail: str
 ) -> None:
     fake.chatgpt = ChatGPTRules()
-    body = {"model": "gpt-5-codex", "input": "hi", "store": False, "stream": True, **change}
+    ok_body = {"model": "gpt-5-codex", "instructions": "",
+               "input": [{"type": "message", "role": "user",
+                          "content": [{"type": "input_text", "text": "hi"}]}],
+               "store": False, "stream": True}
+    body = {k: v for k, v in {**ok_body, **change}.items() if v is not None}
     headers = {"authorization": "Bearer t", "chatgpt-account-id": "acct-fake"}
     async with httpx.AsyncClient() as http:
         resp = await http.post(fake.base_url + "/responses", json=body, headers=headers)
         assert (resp.status_code, resp.json()) == (status, {"detail": detail})
-        ok = await http.post(fake.base_url + "/responses", headers=headers, json={
-            "model": "gpt-5-codex", "input": "hi", "store": False, "stream": True})
+        ok = await http.post(fake.base_url + "/responses", headers=headers, json=ok_body)
         assert ok.status_code == 200 and "response.completed" in ok.text
         no_account = await http.post(fake.base_url + "/responses", json=body,
                                      headers={"authorization": "Bearer t"})

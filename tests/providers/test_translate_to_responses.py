@@ -99,12 +99,29 @@ def test_chatgpt_backend_rules() -> None:
     translated = anthropic_to_responses_request(ANTHROPIC_BODY, model="gpt-5-codex",
                                                 max_tokens_cap=None, chatgpt=True)
     body = translated.body
-    assert "instructions" not in body
-    assert body["input"][0] == {"type": "message", "role": "developer", "content": [
-        {"type": "input_text", "text": "Be brief."}]}
+    # The backend refuses a request without `instructions` (400 "Instructions are required"):
+    # the system prompt goes there, as on the platform API; later system turns stay in place.
+    assert body["instructions"] == "Be brief."
+    assert body["input"][0]["role"] == "user"
+    assert {"type": "message", "role": "developer", "content": [
+        {"type": "input_text", "text": "Mind the tests."}]} in body["input"]
     assert body["stream"] is True and body["store"] is False
     assert not {"max_output_tokens", "temperature", "top_p"} & set(body)
     assert set(translated.dropped) == {"thinking", "stop", "max_tokens", "temperature"}
+
+
+def test_at_the_chatgpt_backend_instructions_are_there_even_without_a_system_prompt() -> None:
+    body = {"model": "gpt-5", "messages": [{"role": "user", "content": "hi"}]}
+    out = chat_to_responses_request(body, model="gpt-5", max_tokens_cap=None, chatgpt=True).body
+    assert out["instructions"] == ""
+    out = chat_to_responses_request(body, model="gpt-5", max_tokens_cap=None).body
+    assert "instructions" not in out  # the platform API takes a request without
+    chat = {"model": "gpt-5", "messages": [
+        {"role": "system", "content": "sys"}, {"role": "developer", "content": "dev"},
+        {"role": "user", "content": "hi"}, {"role": "system", "content": "later"}]}
+    out = chat_to_responses_request(chat, model="gpt-5", max_tokens_cap=None, chatgpt=True).body
+    assert out["instructions"] == "sys\n\ndev"
+    assert [item["role"] for item in out["input"]] == ["user", "developer"]
 
 
 def test_chat_request_keeps_call_ids_and_translates_options() -> None:

@@ -198,7 +198,11 @@ async def test_responses_client_at_the_chatgpt_backend(fakes: Any, proxy_factory
     response = await client.responses.create(model="gpt-5-codex", input="hello")
     assert "backend" in response.output_text and response.status == "completed"
     sent = backend.requests[-1].json
-    assert sent["stream"] is True and sent["store"] is False and sent["input"] == "hello"
+    assert sent["stream"] is True and sent["store"] is False
+    # What that backend refuses otherwise: no `instructions`, an `input` that is no list.
+    assert sent["instructions"] == ""
+    assert sent["input"] == [{"type": "message", "role": "user",
+                              "content": [{"type": "input_text", "text": "hello"}]}]
     before = len(backend.requests)
     with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(model="gpt-5-codex", input="more",

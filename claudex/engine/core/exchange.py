@@ -350,6 +350,7 @@ class Exchange:
                     changes["stream"] = True
                 if req.body.get("store") is not False:
                     changes["store"] = False
+                changes.update(responses.chatgpt_changes(req.body if base is None else base))
             if not changes and base is None and \
                     not any(k in req.body for k in self.profile.strip_params):
                 return req.raw

@@ -3,8 +3,9 @@ Messages -> Responses by way of the Chat form (so Anthropic -> OpenAI's rules an
 first, then this module's; both tables are in `drops`).
 
   Chat                               Responses
-  leading system/developer messages  `instructions` (at the ChatGPT backend: a developer
-                                     message, as Codex CLI sends its prompt)
+  leading system/developer messages  `instructions` (at the ChatGPT backend always present,
+                                     "" without a system prompt: it refuses a request without
+                                     it, 400 {"detail": "Instructions are required"})
   later system/developer messages    developer messages, in place
   user text / image_url / file       message with input_text / input_image / input_file
   assistant content                  message with output_text
@@ -242,7 +243,7 @@ def chat_to_responses_request(body: dict[str, Any], *, model: str | None,
                               drops: Drops | None = None,
                               checked: bool = False) -> Translated:
     """`chatgpt`: the ChatGPT (Codex subscription) backend's rules — streaming always, no
-    output cap, no sampling settings, the system prompt as a developer message.
+    output cap, no sampling settings, `instructions` always (the system prompt, or "").
     Raises InvalidRequest when the body is malformed (`claudex.providers.validation`)."""
     if not checked:
         check_openai_contents(body)
@@ -250,9 +251,12 @@ def chat_to_responses_request(body: dict[str, Any], *, model: str | None,
     drops = drops if drops is not None else Drops()
     out: dict[str, Any] = {"model": model if model is not None else body.get("model")}
     instructions, items = chat_messages_to_input(list(body.get("messages") or ()), names,
-                                                 drops, instructions_allowed=not chatgpt)
-    if instructions is not None:
-        out["instructions"] = instructions
+                                                 drops, instructions_allowed=True)
+    if instructions is not None or chatgpt:
+        # The ChatGPT backend refuses a request without it (openai/codex always sends it:
+        # codex-rs/codex-api/src/requests/responses.rs; an empty one is accepted,
+        # icebear0828/codex-proxy PR 112).
+        out["instructions"] = instructions or ""
     out["input"] = items
 
     requested = body.get("max_completion_tokens")

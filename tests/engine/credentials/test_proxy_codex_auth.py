@@ -86,7 +86,8 @@ async def test_a_401_rotates_the_token_in_auth_json_and_the_retry_succeeds(
         assert sent.headers["originator"] == "codex_cli_rs"
         assert sent.json["stream"] is True and sent.json["store"] is False
         assert sent.json["model"] == "gpt-5-codex"
-        assert not {"max_output_tokens", "temperature", "instructions"} & set(sent.json)
+        assert not {"max_output_tokens", "temperature"} & set(sent.json)
+        assert sent.json["instructions"] == ""  # no system prompt: still there, as required
         await client.close()
 
 
@@ -112,8 +113,10 @@ async def test_a_streaming_client_through_the_chatgpt_backend(
         final = await stream.get_final_message()
     assert len(text.split()) == 6 and final.stop_reason == "end_turn"
     sent = backend.requests[-1].json
-    assert sent["input"][0] == {"type": "message", "role": "developer",
-                                "content": [{"type": "input_text", "text": "sys"}]}
+    # The system prompt is `instructions`: the backend refuses a request without (400
+    # {"detail": "Instructions are required"}, which the fake answers too).
+    assert sent["instructions"] == "sys"
+    assert sent["input"][0]["role"] == "user"
     await client.close()
 
 
