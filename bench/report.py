@@ -337,6 +337,7 @@ def render(results: dict[str, Any]) -> str:
 
     out.append(_resilience(results.get("resilience")))
     out.append(_traces(results.get("traces")))
+    out.append(_pools(results.get("pools")))
 
     if results.get("errors"):
         out.append("\n## Sections that failed\n\n")
@@ -436,6 +437,18 @@ def _traces(section: dict[str, Any] | None) -> str:
         ["cost addon, called directly on a finished flow", section.get("cost_addon_direct_us")],
     ], digits=2))
     out.append(f"\n{section['spans_exported']:,} spans taken by the sink.\n")
+    return "".join(out)
+
+
+def _pools(section: dict[str, Any] | None) -> str:
+    """The prompt cache through a pool of three accounts (bench/pool_cache.py)."""
+    if not section or "single_account" not in section:
+        return ""
+    from bench.pool_cache import lines
+
+    out = ["\n## Pools and the prompt cache (bench/pool_cache.py, in-process)\n\n```\n"]
+    out.append("\n".join(lines(section)))
+    out.append("\n```\n")
     return "".join(out)
 
 

@@ -8,7 +8,8 @@ Latency, throughput, streaming, failover and translation are repeated N times (3
 --quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
 50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s), the console row and resilience
 (bench/resilience.py: time to failover per fault, the 429 burst) and the cost of traces and
-prices per request (bench/traces_cost.py) run once.
+prices per request (bench/traces_cost.py) and the prompt cache through a pool per balance
+(bench/pool_cache.py) run once.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "pools")
 
 
 def _cpu_model() -> str:
@@ -94,6 +95,13 @@ def _step(label: str, func: Callable[[], Any]) -> Any:
     value = func()
     print(f" {time.monotonic() - start:.1f} s", flush=True)
     return value
+
+
+def _pools(quick: bool) -> dict[str, Any]:
+    """The cache-read share through a pool per balance (bench/pool_cache.py)."""
+    from bench import pool_cache
+
+    return asyncio.run(pool_cache.measure(*((24, 6) if quick else (60, 8))))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                           ("console", lambda: sections.console(world, settings)),
                           ("resilience", lambda: _resilience(args.quick)),
                           ("traces", lambda: sections.traces(world, settings)),
-                          ("addons", lambda: sections.addons(world, settings))):
+                          ("addons", lambda: sections.addons(world, settings)),
+                          ("pools", lambda: _pools(args.quick))):
             if name not in wanted:
                 continue
             try:

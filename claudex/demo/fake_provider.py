@@ -63,6 +63,7 @@ from claudex.demo.faults import (
     make_fault_state,
 )
 from claudex.demo.listener import SwitchableListener
+from claudex.demo.prompt_cache import PromptCache
 from claudex.demo.recording import RecordedRequest, parse_json_body, presented_tokens
 from claudex.demo.replies_responses import responses_object
 
@@ -154,6 +155,9 @@ class FakeProvider:
         they sign the thinking they answer with this key and refuse thinking blocks they did
         not sign. None: no thinking rules."""
         self.plan: Plan | None = None
+        self.prompt_cache: PromptCache | None = None
+        """Anthropic fakes: this account's prompt cache (`claudex.demo.prompt_cache`); answers
+        then report what they read from it and wrote to it. None: every prompt uncached."""
         """A subscription's quota windows (`claudex.demo.fake_plans`): every answer describes
         them in the service's headers, they fill with the tokens served, and a full one is
         refused with the service's "window spent" 429 until it resets. None: an API key."""
@@ -516,6 +520,10 @@ class FakeProvider:
             reply = dataclasses.replace(reply, words=tuple(self.reply_text.split(" ")))
         if kind == "count_tokens":
             return self._writer.json(200, {"input_tokens": reply.input_tokens})
+        if self.prompt_cache is not None and kind == "messages":
+            cached = self.prompt_cache.serve(body)
+            reply = dataclasses.replace(reply, input_tokens=cached.input_tokens,
+                                        cache_read=cached.read, cache_creation=cached.written)
         if plan is not None:
             plan.serve(reply.input_tokens + reply.output_tokens)
         if streaming:

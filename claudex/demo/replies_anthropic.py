@@ -54,15 +54,16 @@ def anthropic_message(reply: Reply) -> dict[str, Any]:
         "content": content,
         "stop_reason": "end_turn" if reply.tool_call is None else "tool_use",
         "stop_sequence": None,
-        "usage": _anthropic_usage(reply.input_tokens, reply.output_tokens),
+        "usage": _anthropic_usage(reply.input_tokens, reply.output_tokens, reply),
     }
 
 
-def _anthropic_usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+def _anthropic_usage(input_tokens: int, output_tokens: int,
+                     reply: Reply | None = None) -> dict[str, int]:
     return {
         "input_tokens": input_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": reply.cache_creation if reply is not None else 0,
+        "cache_read_input_tokens": reply.cache_read if reply is not None else 0,
         "output_tokens": output_tokens,
     }
 
@@ -73,7 +74,7 @@ def _sse(event: str, data: str) -> bytes:
 
 def anthropic_stream(reply: Reply) -> StreamParts:
     start = anthropic_message(reply)
-    start.update(content=[], stop_reason=None, usage=_anthropic_usage(reply.input_tokens, 1))
+    start.update(content=[], stop_reason=None, usage=_anthropic_usage(reply.input_tokens, 1, reply))
     # A thinking block comes first, as index 0; the answer's own block follows it.
     thinking = _thinking_events(reply)
     at = 1 if thinking else 0

@@ -61,6 +61,10 @@ class Reply:
     input_tokens: int
     thinking: ThinkingBlock | None = None
     """Anthropic answers only: the block the answer starts with."""
+    cache_read: int = 0
+    cache_creation: int = 0
+    """Anthropic answers with a prompt cache (`claudex.demo.prompt_cache`): the prompt's tokens
+    read from it and written to it (`input_tokens` is then the rest)."""
 
     @property
     def text(self) -> str:
