@@ -338,6 +338,7 @@ def render(results: dict[str, Any]) -> str:
     out.append(_resilience(results.get("resilience")))
     out.append(_traces(results.get("traces")))
     out.append(_pools(results.get("pools")))
+    out.append(_seed(results.get("seed")))
 
     if results.get("errors"):
         out.append("\n## Sections that failed\n\n")
@@ -369,6 +370,27 @@ def _addons(section: dict[str, Any] | None) -> str:
         f"{_fmt(section[k].get('addons_calls', {}).get(n), 1)}" for k in labels]
         for n in names]
     out.append(_table(["", *labels], rows, digits=1))
+    return "".join(out)
+
+
+def _seed(section: dict[str, Any] | None) -> str:
+    if not section:
+        return ""
+    out = [f"\n## Seeding the counters at start (bench/seed_cost.py)\n\n"
+           f"A journal of {section['rows']:,} request rows over one day (a busy day): what a "
+           "start reads to seed the panels' counters, best of three (engine/history/seed.py), "
+           "from the rows as before the per-minute aggregates and from the aggregates "
+           f"(same numbers: {'yes' if section['same'] else 'NO'}); the one-time migration "
+           "of an older journal; and the writer's CPU per request without and with keeping "
+           "the aggregates.\n\n"]
+    out.append(_table(["", "wall s", "CPU s"], [
+        ["seed from the rows (before)", section["before_s"], section["before_cpu_s"]],
+        ["seed from the minutes (after)", section["after_s"], section["after_cpu_s"]],
+        [f"migration, once ({section['aggregate_rows']:,} aggregate rows)",
+         section["migration_s"], section["migration_cpu_s"]],
+    ]))
+    out.append(f"\nWriter per request: {_fmt(section['writer_us'], 1)} µs CPU without the "
+               f"aggregates, {_fmt(section['writer_minutes_us'], 1)} µs with.\n")
     return "".join(out)
 
 

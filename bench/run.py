@@ -29,12 +29,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import procs, report, sections, streams_scale, wrk
+from bench import procs, report, sections, seed_cost, streams_scale, wrk
 from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "pools")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "pools",
+        "seed")
 
 
 def _cpu_model() -> str:
@@ -190,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
                           ("resilience", lambda: _resilience(args.quick)),
                           ("traces", lambda: sections.traces(world, settings)),
                           ("addons", lambda: sections.addons(world, settings)),
-                          ("pools", lambda: _pools(args.quick))):
+                          ("pools", lambda: _pools(args.quick)),
+                          ("seed", lambda: seed_cost.measure(50_000 if args.quick
+                                                             else 312_000))):
             if name not in wanted:
                 continue
             try:

@@ -17,7 +17,21 @@ rows written before the header policy (which masked only a list of credential na
 `api-key` or `x-goog-api-key` was kept in full) are masked again by the policy, once, and the
 file is vacuumed and its WAL truncated so the old values' bytes are gone from the disk too. The
 cost columns come with the old rows' input tokens brought to today's convention, once
-(`_add_cost_columns`).
+(`_add_cost_columns`). Version 2: the per-minute aggregates below are built once from the rows
+there are (`_keep_minutes`).
+
+Per-minute aggregates: what the panels' counters are seeded with at start (seed.py) is summed
+per minute and provider as the rows are written, so a start reads a few thousand small rows, not
+the day's request rows and their attempt trails. `minutes` holds, per minute and serving
+provider (the `provider` column), the four token counts and the cost (its sum, how many rows had
+one, how many had tokens but no price); `minute_attempts` counts, per minute, the attempts in
+the rows' trails by the provider tried, its outcome and whether claudex answered itself
+(`local`: the count_tokens estimate). The writer adds a batch's sums in the transaction that
+writes its rows (a few dictionary steps per row, a few upserts per batch), so they never
+disagree; retention deletes the oldest rows, and the minutes before the oldest row left go with
+them while the minute it is in is summed again from its rows (`_trim_minutes`). A claudex from
+before version 2 writing to the same file at the same time adds rows the sums do not have (its
+requests are missing from the next start's counters, nothing else).
 
 The hot path pays one deque append: `record()` runs on the engine's loop as an event-bus sink, and
 a writer thread takes what piled up every `flush_interval_s` and writes it in one transaction.
@@ -46,6 +60,7 @@ import orjson
 import platformdirs
 
 from claudex.config.model import HistorySettings
+from claudex.engine.addons.stats import LOCAL_ESTIMATE
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
@@ -89,6 +104,8 @@ _COST_COLUMNS: Final = (("cache_write_tokens", "INTEGER"), ("cost_usd", "REAL"),
 _EVENT_COLUMNS: Final = ("event_id", "time", "kind", "profile", "message", "data")
 # `PRAGMA user_version` once the rows' headers have been masked by the header policy.
 HEADERS_REMASKED: Final = 1
+# `PRAGMA user_version` once the per-minute aggregates are built (and kept by the writers).
+MINUTES_KEPT: Final = 2
 
 
 def outcome_of(data: dict[str, Any]) -> str:
@@ -243,6 +260,8 @@ def _migrate(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX IF NOT EXISTS requests_request_id ON requests(request_id)")
     if conn.execute("PRAGMA user_version").fetchone()[0] < HEADERS_REMASKED:
         _remask_headers(conn)
+    if conn.execute("PRAGMA user_version").fetchone()[0] == HEADERS_REMASKED:
+        _keep_minutes(conn)
 
 
 def _remask_headers(conn: sqlite3.Connection) -> None:
@@ -317,6 +336,155 @@ def _add_cost_columns(conn: sqlite3.Connection) -> None:
         # rows are written without the cost (`request_columns`), and the next start tries again.
         log.warning("history: the cost columns could not be added to the journal now (%s); its "
                     "rows go without them until the next start", exc)
+
+
+# The attempt trail's parts the seed counts by (seed.py's `_ATTEMPT_COLUMNS` reads the same from
+# the rows): the provider tried, its outcome and whether claudex answered itself.
+_LOCAL: Final = LOCAL_ESTIMATE.replace("'", "''")
+_ATTEMPT_PARTS: Final = (
+    "json_extract(a.value, '$.provider'), json_extract(a.value, '$.outcome'), "
+    f"COALESCE(json_extract(a.value, '$.message') = '{_LOCAL}', 0)")
+_ATTEMPT_KEPT: Final = ("a.type = 'object' AND json_type(a.value, '$.provider') = 'text' AND "
+                        "json_type(a.value, '$.outcome') = 'text'")
+_MINUTE_TABLES: Final = (
+    "CREATE TABLE IF NOT EXISTS minutes ("
+    "minute INTEGER NOT NULL, provider TEXT NOT NULL, input_tokens INTEGER NOT NULL, "
+    "output_tokens INTEGER NOT NULL, cache_read_tokens INTEGER NOT NULL, "
+    "cache_write_tokens INTEGER NOT NULL, cost_usd REAL NOT NULL, priced INTEGER NOT NULL, "
+    "unpriced INTEGER NOT NULL, PRIMARY KEY (minute, provider)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS minute_attempts ("
+    "minute INTEGER NOT NULL, provider TEXT NOT NULL, outcome TEXT NOT NULL, "
+    "local INTEGER NOT NULL, count INTEGER NOT NULL, "
+    "PRIMARY KEY (minute, provider, outcome, local)) WITHOUT ROWID")
+_USAGE_SUMS: Final = ("input_tokens, output_tokens, cache_read_tokens, cache_write_tokens, "
+                     "cost_usd, priced, unpriced")
+_ADD_MINUTES: Final = (
+    f"INSERT INTO minutes (minute, provider, {_USAGE_SUMS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (minute, provider) DO UPDATE SET "
+    + ", ".join(f"{c} = {c} + excluded.{c}" for c in _USAGE_SUMS.split(", ")))
+_ADD_MINUTE_ATTEMPTS: Final = (
+    "INSERT INTO minute_attempts (minute, provider, outcome, local, count) "
+    "VALUES (?, ?, ?, ?, ?) ON CONFLICT (minute, provider, outcome, local) "
+    "DO UPDATE SET count = count + excluded.count")
+# The same sums made from the rows of the minutes `?`..`?` (the migration, and the minute
+# retention cut through); `time` bounds first, so the index finds the rows.
+_ROWS_OF_MINUTES: Final = ("time >= ? * 60.0 - 1 AND time < ? * 60.0 + 1 AND "
+                           "CAST(time / 60 AS INTEGER) >= ? AND CAST(time / 60 AS INTEGER) < ?")
+_FILL_MINUTES: Final = (
+    f"INSERT INTO minutes (minute, provider, {_USAGE_SUMS}) "
+    "SELECT CAST(time / 60 AS INTEGER), provider, SUM(COALESCE(input_tokens, 0)), "
+    "SUM(COALESCE(output_tokens, 0)), SUM(COALESCE(cache_read_tokens, 0)), "
+    "SUM(COALESCE(cache_write_tokens, 0)), SUM(COALESCE(cost_usd, 0.0)), COUNT(cost_usd), "
+    "SUM(cost_usd IS NULL AND COALESCE(input_tokens, output_tokens) IS NOT NULL) "
+    f"FROM requests WHERE provider IS NOT NULL AND {_ROWS_OF_MINUTES} GROUP BY 1, 2")
+_FILL_MINUTE_ATTEMPTS: Final = (
+    "INSERT INTO minute_attempts (minute, provider, outcome, local, count) "
+    f"SELECT CAST(r.time / 60 AS INTEGER), {_ATTEMPT_PARTS}, COUNT(*) "
+    "FROM requests AS r, json_each(CASE WHEN json_valid(r.attempts) THEN r.attempts "
+    f"ELSE '[]' END) AS a WHERE {_ATTEMPT_KEPT} AND "
+    f"{_ROWS_OF_MINUTES.replace('time', 'r.time')} GROUP BY 1, 2, 3, 4")
+_ALL_MINUTES: Final = (-(2**62), 2**62)
+
+
+def _minute_sums(items: list[Kept], rows: list[tuple[Any, ...]]
+                 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """What the request `rows` (made of `items`) add to the per-minute aggregates: the same
+    sums `_fill_minutes` makes of the rows in SQL (the trail from the attempts the row's JSON is
+    made of, a minute as SQLite's `CAST(time / 60 AS INTEGER)`)."""
+    usage: dict[tuple[int, str], list[Any]] = {}
+    attempts: dict[tuple[int, str, str, int], int] = {}
+    for item, row in zip(items, rows, strict=True):
+        minute = int(row[1] / 60)
+        trail = (item.data.get("attempts") or ()) if isinstance(item, Event) else \
+            item.attempts  # type: ignore[attr-defined]
+        provider: object
+        outcome: object
+        message: object
+        for a in trail:
+            if isinstance(a, Attempt):
+                provider, outcome, message = a.provider, a.outcome, a.message
+            elif isinstance(a, dict):
+                provider, outcome, message = a.get("provider"), a.get("outcome"), a.get("message")
+            else:
+                continue
+            if isinstance(provider, str) and isinstance(outcome, str):
+                key = (minute, provider, outcome, 1 if message == LOCAL_ESTIMATE else 0)
+                attempts[key] = attempts.get(key, 0) + 1
+        served = row[6]
+        if served is None:
+            continue
+        sums = usage.get((minute, served))
+        if sums is None:
+            sums = usage[(minute, served)] = [0, 0, 0, 0, 0.0, 0, 0]
+        tin, tout, cost = row[14], row[15], row[21]
+        sums[0] += tin or 0
+        sums[1] += tout or 0
+        sums[2] += row[16] or 0
+        sums[3] += row[20] or 0
+        if cost is not None:
+            sums[4] += cost
+            sums[5] += 1
+        elif tin is not None or tout is not None:
+            sums[6] += 1
+    return ([(m, p, *sums) for (m, p), sums in usage.items()],
+            [(*key, count) for key, count in attempts.items()])
+
+
+def _fill_minutes(conn: sqlite3.Connection, first: int, end: int) -> None:
+    """The aggregates of the minutes `first`..`end` (exclusive) from their rows (none kept)."""
+    bounds = (float(max(first, -(2**40))), float(min(end, 2**40)), first, end)
+    conn.execute(_FILL_MINUTES, bounds)
+    conn.execute(_FILL_MINUTE_ATTEMPTS, bounds)
+
+
+def _keep_minutes(conn: sqlite3.Connection) -> None:
+    """Version 2: the per-minute aggregates built from the rows there are, in one transaction
+    (so exactly once, and no row is written meanwhile: the writers add to the sums in the
+    transaction that writes their rows, once they see the version). A journal whose
+    cost columns wait for the next start, or that cannot be changed now, waits with it: its
+    seed reads the rows meanwhile."""
+    if "cost_usd" not in {str(row[1]) for row in conn.execute("PRAGMA table_info(requests)")}:
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        if conn.execute("PRAGMA user_version").fetchone()[0] != HEADERS_REMASKED:
+            conn.execute("COMMIT")  # another engine migrated it just now
+            return
+        for table in _MINUTE_TABLES:
+            conn.execute(table)
+        conn.execute("DELETE FROM minutes")
+        conn.execute("DELETE FROM minute_attempts")
+        _fill_minutes(conn, *_ALL_MINUTES)
+        conn.execute(f"PRAGMA user_version = {MINUTES_KEPT}")
+        conn.execute("COMMIT")
+    except (sqlite3.OperationalError, sqlite3.DatabaseError) as exc:  # refused, locked, denied
+        _rollback(conn)
+        log.warning("history: the journal's per-minute sums could not be built now (%s); "
+                    "the next start tries again, and reads the rows meanwhile", exc)
+
+
+def _trim_minutes(conn: sqlite3.Connection) -> None:
+    """After retention deleted the oldest rows: the aggregates of minutes before the oldest row
+    left go, and that row's minute is summed again from what is left of it."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        oldest = conn.execute("SELECT CAST(MIN(time) / 60 AS INTEGER) FROM requests").fetchone()[0]
+        if oldest is None:
+            conn.execute("DELETE FROM minutes")
+            conn.execute("DELETE FROM minute_attempts")
+        else:
+            conn.execute("DELETE FROM minutes WHERE minute <= ?", (oldest,))
+            conn.execute("DELETE FROM minute_attempts WHERE minute <= ?", (oldest,))
+            _fill_minutes(conn, oldest, oldest + 1)
+        conn.execute("COMMIT")
+    except BaseException:
+        _rollback(conn)
+        raise
+
+
+def keeps_minutes(conn: sqlite3.Connection) -> bool:
+    """Whether the journal's per-minute aggregates are built and kept (version 2 or later)."""
+    return bool(conn.execute("PRAGMA user_version").fetchone()[0] >= MINUTES_KEPT)
 
 
 def request_columns(conn: sqlite3.Connection) -> tuple[str, ...]:
@@ -423,15 +591,22 @@ class Journal:
         while self._pending:
             batch.append(self._pending.popleft())
         if batch:
-            requests = [_row_of(e) for e in batch if e.kind == "request"]
+            kept = [e for e in batch if e.kind == "request"]
+            rows = [_row_of(e) for e in kept]
+            requests = rows
             if self._keep is not None:
                 keep = self._keep
-                requests = [tuple(row[i] for i in keep) for row in requests]
+                requests = [tuple(row[i] for i in keep) for row in rows]
             others = [_event_row(built(e)) for e in batch
                       if e.kind not in ("request", "health")]
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.executemany(self._insert, requests)
+                # Read in the transaction: another engine may have built the sums just now.
+                if rows and conn.execute("PRAGMA user_version").fetchone()[0] >= MINUTES_KEPT:
+                    usage, attempts = _minute_sums(kept, rows)
+                    conn.executemany(_ADD_MINUTES, usage)
+                    conn.executemany(_ADD_MINUTE_ATTEMPTS, attempts)
                 conn.executemany(f"INSERT INTO events ({', '.join(_EVENT_COLUMNS)}) "
                                  f"VALUES ({', '.join('?' * len(_EVENT_COLUMNS))})", others)
                 conn.execute("COMMIT")
@@ -445,7 +620,7 @@ class Journal:
     def _apply_retention(self, conn: sqlite3.Connection) -> None:
         try:
             cutoff = self._wall() - self.max_age_s
-            conn.execute("DELETE FROM requests WHERE time < ?", (cutoff,))
+            deleted = conn.execute("DELETE FROM requests WHERE time < ?", (cutoff,)).rowcount
             conn.execute("DELETE FROM events WHERE time < ?", (cutoff,))
             for _ in range(10):
                 size = self._size(conn)
@@ -457,8 +632,13 @@ class Journal:
                     conn.execute(f"DELETE FROM {table} WHERE rowid IN (SELECT rowid FROM "
                                  f"{table} ORDER BY time LIMIT (SELECT CAST(COUNT(*) * ? AS "
                                  f"INTEGER) + 1 FROM {table}))", (share,))
+                if keeps_minutes(conn):  # before the rebuild, so their pages go with it
+                    _trim_minutes(conn)
+                deleted = 0
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 conn.execute("VACUUM")
+            if deleted > 0 and keeps_minutes(conn):
+                _trim_minutes(conn)
         except (sqlite3.Error, OSError) as exc:
             self._turn_off(exc)
 

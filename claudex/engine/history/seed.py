@@ -2,11 +2,15 @@
 
 At engine start, with history on, a thread reads what the journal kept from before this
 lifetime: today's totals per provider (attempts sent, successes, failures, 429s, tokens and
-their cost), the
-last 30 minutes per minute (requests, errors, tokens) and the latency samples of the last five
-minutes. The reading is a few grouped queries (SQLite's json_each over each request's attempt
-trail), so what comes back is small whatever the traffic was; the engine's loop then adds it to
-the live statistics in one short step. Only rows written before this engine started are read, so
+their cost), the last 30 minutes per minute (requests, errors, tokens) and the latency samples
+of the last five minutes. The totals and the minutes come from the per-minute aggregates the
+journal keeps as it writes (journal.py, version 2: at most a day's minutes times the providers
+and outcomes, whatever the traffic was), the rows of the minute this engine started in from the
+rows themselves; a journal whose aggregates are not built yet is read from its rows (grouped
+queries, SQLite's json_each over each request's attempt trail: the same numbers, in time that
+grows with the day's traffic). The latency samples are the newest rows of the last five minutes
+(at most `_LATENCY_ROWS`). The engine's loop then adds it all to the live statistics in one
+short step. Only rows written before this engine started are read, so
 nothing this lifetime journals is counted twice. `/metrics` is not seeded: its counters and
 histograms count this process's observations, as Prometheus expects of a restarted process.
 
@@ -31,6 +35,7 @@ from claudex.engine.core.classify import Outcome
 from claudex.engine.core.policy import breaker_failure
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.usage import TokenTotals, Usage
+from claudex.engine.history.journal import keeps_minutes
 
 log = logging.getLogger("claudex.history")
 
@@ -82,6 +87,28 @@ _ATTEMPT_COLUMNS: Final = (
 _DAY_ATTEMPTS: Final = f"SELECT {_ATTEMPT_COLUMNS} GROUP BY 1, 2, 3"
 _MINUTE_ATTEMPTS: Final = (f"SELECT CAST(r.time / 60 AS INTEGER), {_ATTEMPT_COLUMNS} "
                            "GROUP BY 1, 2, 3, 4")
+_DAY_USAGE: Final = (
+    "SELECT provider, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+    "SUM(cache_write_tokens), SUM(cost_usd), COUNT(cost_usd), "
+    "SUM(cost_usd IS NULL AND COALESCE(input_tokens, output_tokens) IS NOT NULL) "
+    "FROM requests WHERE time >= ? AND time < ? AND provider IS NOT NULL GROUP BY provider")
+_MINUTE_TOKENS: Final = (
+    "SELECT CAST(time / 60 AS INTEGER), provider, "
+    "SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) + "
+    "COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_tokens, 0)) FROM requests "
+    "WHERE time >= ? AND time < ? AND provider IS NOT NULL GROUP BY 1, 2")
+# The same from the per-minute aggregates journal.py keeps, over whole minutes `?`..`?`.
+_DAY_MINUTE_ATTEMPTS: Final = ("SELECT provider, outcome, local, SUM(count) FROM minute_attempts "
+                               "WHERE minute >= ? AND minute < ? GROUP BY 1, 2, 3")
+_DAY_MINUTE_USAGE: Final = (
+    "SELECT provider, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
+    "SUM(cache_write_tokens), SUM(cost_usd), SUM(priced), SUM(unpriced) FROM minutes "
+    "WHERE minute >= ? AND minute < ? GROUP BY provider")
+_WINDOW_MINUTE_ATTEMPTS: Final = ("SELECT minute, provider, outcome, local, count "
+                                  "FROM minute_attempts WHERE minute >= ? AND minute < ?")
+_WINDOW_MINUTE_TOKENS: Final = (
+    "SELECT minute, provider, input_tokens + output_tokens + cache_read_tokens + "
+    "cache_write_tokens FROM minutes WHERE minute >= ? AND minute < ?")
 
 
 def read_seed(path: Path, *, now: float, until: float, day_start: float) -> Seed | None:
@@ -107,11 +134,49 @@ def read_seed(path: Path, *, now: float, until: float, day_start: float) -> Seed
         return None
 
 
-def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: float) -> Seed:
+def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: float,
+          minutes: bool | None = None) -> Seed:
+    """The seed, from the per-minute aggregates where the journal keeps them (`minutes`: by
+    default when it does) and from the rows for the minutes they do not cover whole (the one
+    this engine started in); from the rows only otherwise. Both give the same numbers."""
     seed = Seed()
     window_start = (int(now // 60) - MINUTES + 1) * 60.0
-    day = (day_start, until)
-    for provider, outcome, local, count in conn.execute(_DAY_ATTEMPTS, day):
+    conn.execute("BEGIN")  # one snapshot for all the reads: another engine may be writing
+    try:
+        by_minute = keeps_minutes(conn) if minutes is None else minutes
+        for lo, hi, whole in _spans(day_start, until, by_minute):
+            _add_day(seed, conn, lo, hi, whole)
+        for lo, hi, whole in _spans(window_start, until, by_minute):
+            _add_window(seed, conn, lo, hi, whole)
+        oldest = conn.execute("SELECT MIN(time) FROM requests WHERE time < ?",
+                              (until,)).fetchone()[0]
+        if isinstance(oldest, int | float):
+            seed.since = max(float(oldest), window_start)
+        _read_latency(conn, seed, now=now, until=until)
+    finally:
+        conn.execute("COMMIT")
+    return seed
+
+
+def _spans(lo: float, hi: float, by_minute: bool) -> list[tuple[float, float, bool]]:
+    """`lo`..`hi` as the spans to read: (first minute, end minute, True) for the whole minutes
+    the aggregates cover, (start, end, False) in seconds for the rows of the parts around them."""
+    first, end = -int(-lo // 60), int(hi // 60)  # the whole minutes inside
+    if not by_minute or first >= end:
+        return [(lo, hi, False)] if lo < hi else []
+    spans = [(float(first), float(end), True)]
+    if lo < first * 60.0:
+        spans.append((lo, first * 60.0, False))
+    if end * 60.0 < hi:
+        spans.append((end * 60.0, hi, False))
+    return spans
+
+
+def _add_day(seed: Seed, conn: sqlite3.Connection, lo: float, hi: float, whole: bool) -> None:
+    """Today's totals per provider over one span."""
+    span = (int(lo), int(hi)) if whole else (lo, hi)
+    for provider, outcome, local, count in conn.execute(
+            _DAY_MINUTE_ATTEMPTS if whole else _DAY_ATTEMPTS, span):
         if not isinstance(provider, str) or not isinstance(outcome, str):
             continue
         sent, _ = attempt_counts(outcome, LOCAL_ESTIMATE if local else "")
@@ -123,17 +188,18 @@ def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: floa
         p.failures += count if _breaker_failure(outcome) else 0
         p.rate_limited += count if outcome == Outcome.RATE_LIMITED.value else 0
     for provider, tin, tout, tread, twrite, cost, priced, unpriced in conn.execute(
-            "SELECT provider, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), "
-            "SUM(cache_write_tokens), SUM(cost_usd), COUNT(cost_usd), "
-            "SUM(cost_usd IS NULL AND COALESCE(input_tokens, output_tokens) IS NOT NULL) "
-            "FROM requests WHERE time >= ? AND time < ? AND provider IS NOT NULL "
-            "GROUP BY provider", day):
+            _DAY_MINUTE_USAGE if whole else _DAY_USAGE, span):
         p = seed.of(provider)
         p.tokens.add(Usage(int(tin or 0), int(tout or 0), int(tread or 0), int(twrite or 0)))
         p.cost.add_sum(float(cost or 0.0), int(priced or 0), int(unpriced or 0))
-    window = (window_start, until)
+
+
+def _add_window(seed: Seed, conn: sqlite3.Connection, lo: float, hi: float,
+                whole: bool) -> None:
+    """The last 30 minutes per minute over one span."""
+    span = (int(lo), int(hi)) if whole else (lo, hi)
     for minute, provider, outcome, local, count in conn.execute(
-            _MINUTE_ATTEMPTS, window):
+            _WINDOW_MINUTE_ATTEMPTS if whole else _MINUTE_ATTEMPTS, span):
         if not isinstance(provider, str) or not isinstance(outcome, str):
             continue
         sent, error = attempt_counts(outcome, LOCAL_ESTIMATE if local else "")
@@ -142,17 +208,9 @@ def _read(conn: sqlite3.Connection, *, now: float, until: float, day_start: floa
             counts[0] += sent * count
             counts[1] += error * count
     for minute, provider, tokens in conn.execute(
-            "SELECT CAST(time / 60 AS INTEGER), provider, "
-            "SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) + "
-            "COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_tokens, 0)) FROM requests "
-            "WHERE time >= ? AND time < ? AND provider IS NOT NULL GROUP BY 1, 2", window):
+            _WINDOW_MINUTE_TOKENS if whole else _MINUTE_TOKENS, span):
         if tokens:
             seed.of(provider).minute(int(minute))[2] += int(tokens)
-    oldest = conn.execute("SELECT MIN(time) FROM requests WHERE time < ?", (until,)).fetchone()[0]
-    if isinstance(oldest, int | float):
-        seed.since = max(float(oldest), window_start)
-    _read_latency(conn, seed, now=now, until=until)
-    return seed
 
 
 def _read_latency(conn: sqlite3.Connection, seed: Seed, *, now: float, until: float) -> None:
