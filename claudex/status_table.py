@@ -6,6 +6,7 @@ here: the engine masks them itself, but the table may be showing an engine of an
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -16,6 +17,7 @@ from claudex.cost_text import cost_cell
 from claudex.engine.addons.latency import latency_cell
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.secrets import SCRUBBER
+from claudex.window_text import window_parts
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
@@ -49,6 +51,11 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     table.add_column("req/err", justify="right")
     # What the tokens cost at API prices (≈: a subscription's API-equivalent; +: some unpriced).
     table.add_column("$ today", justify="right", no_wrap=True)
+    # A plan's quota windows (`5h 42% · 7d 13%`), only when some provider reports them.
+    now_wall = time.time()
+    windowed = any(window_parts(p, now_wall) for p in data.get("profiles", []))
+    if windowed:
+        table.add_column("windows", no_wrap=True)
     errors: list[Text] = []
     limits: list[Text] = []
     marks: set[str] = set()
@@ -64,6 +71,7 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                                                  else "")
         latency = health.get("latency_ms")
         name = str(p.get("name", "?"))
+        cells = [] if not windowed else [_windows_text(p, now_wall)]
         table.add_row(
             name,
             _SHORT_TYPE.get(p.get("provider_type", ""), p.get("provider_type", "?")),
@@ -74,6 +82,7 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             _latency_text(stats, latency),
             f"{stats.get('requests', 0)}/{stats.get('failures', 0)}",
             cost_cell(p),
+            *cells,
         )
         marks |= {mark for mark in ("≈", "+", "unpriced") if mark in cost_cell(p)}
         for model, cap in (p.get("learned_max_tokens") or {}).items():
@@ -120,6 +129,15 @@ def pool_lines(pools: list[dict[str, Any]]) -> list[Text]:
                               f"bound · {member.get('requests', 0)} requests "
                               f"({float(member.get('share') or 0) * 100:.0f}%){weighted}"))
     return lines
+
+
+def _windows_text(profile: dict[str, Any], now_wall: float) -> Text:
+    text = Text()
+    for i, part in enumerate(window_parts(profile, now_wall)):
+        if i:
+            text.append(" · ")
+        text.append(part.text, style="bold yellow" if part.warned else "")
+    return text
 
 
 def _cost_legend(marks: set[str]) -> str:

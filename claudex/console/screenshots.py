@@ -3,7 +3,7 @@
     python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/)
 
 States: all healthy; the primary down with failover in the request log, and one such request's
-detail; its breaker half-open;
+detail; its breaker half-open; the subscriptions' quota windows, one spent;
 the profile editor (skipped while `claudex/console/editor.py` does not exist); help; a console
 attached over HTTP to the demo's engine, and the same once that engine stopped answering; the
 provider table with 60 profiles (screenshots_table.py). The demo
@@ -127,6 +127,15 @@ async def _scenes(hosted: Hosted, shot: Shooter, clock: MovableClock) -> None:
     await pilot.press("question_mark")
     await shot.shoot("help")
     await pilot.press("escape")
+
+    # The subscriptions' quota windows: claude's 5-hour window past its warning threshold,
+    # codex's spent (its requests fail over until the reset).
+    plan = hosted.world.fakes["claude"].plan if hosted.world is not None else None
+    if plan is not None:
+        plan.windows[0].used = int(plan.windows[0].capacity * 0.9)
+    shot.app.main_screen.note(hosted.controls.inject("codex", "spend"))
+    await _traffic(hosted, MIX)
+    await shot.shoot("windows")
 
 
 async def take_screenshots() -> dict[str, str]:

@@ -24,9 +24,11 @@ FAULT_WORDS: Final[dict[str, str]] = {
     "429": "rate-limits every request (429, retry after 5 s)",
     "slow": "answers after 2.5 s",
     "401": "rejects the API key (401)",
+    "spend": "spent its plan's window (it resets in 30 s)",
 }
 
 RATE_LIMIT_RETRY_AFTER_S: Final = 5.0
+SPENT_WINDOW_S: Final = 30.0  # the demo's "spend" key: the plan's window resets after this
 SLOW_LATENCY_MS: Final = 2500.0
 
 RunOnWorld = Callable[[Callable[[], Any]], Any]
@@ -57,8 +59,13 @@ class DemoControls:
         if fake is None:
             return f"{name} is not one of the demo's fake providers."
 
+        if mode == "spend" and fake.plan is None:
+            return f"fake {name} is not a subscription: it has no plan window to spend."
+
         def set_fault() -> None:
-            if mode == "429":
+            if mode == "spend" and fake.plan is not None:
+                fake.plan.spend(SPENT_WINDOW_S)
+            elif mode == "429":
                 fake.set_fault("429", retry_after=RATE_LIMIT_RETRY_AFTER_S)
             elif mode == "slow":
                 fake.set_fault("slow", latency_ms=SLOW_LATENCY_MS)

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 PlanKind = Literal["claude", "chatgpt"]
 _CLAIMS = {"5h": "five_hour", "7d": "seven_day"}
+_MINUTES = {"5h": 300, "7d": 10080}
 
 
 @dataclass
@@ -152,7 +153,8 @@ class Plan:
         for which, w in zip(("primary", "secondary"), self.windows, strict=False):
             at = f"x-codex-{which}"
             out[f"{at}-used-percent"] = f"{w.share() * 100:.4g}"
-            out[f"{at}-window-minutes"] = str(int(w.seconds // 60))
+            # The window's nominal length (a demo's "5h" window lasts minutes, not hours).
+            out[f"{at}-window-minutes"] = str(_MINUTES.get(w.name, int(w.seconds // 60)))
             out[f"{at}-reset-at"] = str(int(w.reset_at(now)))
         return out
 

@@ -1,5 +1,6 @@
 """The demo world: four fake providers (two Anthropic, one Chat Completions, one Responses API)
-and a generated config in a temporary folder.
+and a generated config in a temporary folder. "claude" and "codex" are subscriptions: their
+answers describe quota windows that fill with the tokens served.
 
 Shared by `claudex demo --headless` and the console demo so both show the same thing.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from claudex.config.loader import load_config
 from claudex.config.model import DEFAULT_PORT, Config
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
 
 DEMO_KEY_ENV = "CLAUDEX_DEMO_KEY"
@@ -31,6 +33,12 @@ DEMO_PROVIDERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 _PROVIDER_TYPES = {"anthropic": "DirectAnthropic", "openai": "OpenAICompatible",
                    "responses": "OpenAIResponses"}
 RESPONSES_DEMO_MODEL = "codex-chat"  # what the Responses fake named "codex" serves
+
+# The subscriptions of the demo (claudex/demo/fake_plans.py): "claude" is a Claude plan, "codex"
+# a ChatGPT one. Their "5h" window lasts minutes here, so a new user sees it fill with the
+# traffic, the failover when it is spent and the plan serving again after its reset.
+DEMO_WINDOW_S = 180.0
+DEMO_WINDOW_TOKENS = {"claude": 15_000, "codex": 6_000}
 
 
 def free_port(preferred: int = 0, host: str = "127.0.0.1") -> int:
@@ -107,6 +115,10 @@ async def start_demo_world(port: int | None = None) -> DemoWorld:
     for fake in started:
         if fake.protocol == "openai":
             fake.models = OPENAI_DEMO_MODELS
+    fakes["claude"].plan = Plan.claude(tokens_5h=DEMO_WINDOW_TOKENS["claude"],
+                                       seconds_5h=DEMO_WINDOW_S)
+    fakes["codex"].plan = Plan.chatgpt(tokens_5h=DEMO_WINDOW_TOKENS["codex"],
+                                       seconds_5h=DEMO_WINDOW_S)
     folder = tempfile.TemporaryDirectory(prefix="claudex-demo-")
     path = Path(folder.name) / "profiles.toml"
     chosen = port if port is not None else free_port(DEFAULT_PORT)

@@ -70,9 +70,22 @@ class EngineCollector(Collector):
         refused = CounterMetricFamily("claudex_provider_retries_refused",
                                       "429 retries refused by the retry budget",
                                       labels=["provider"])
+        window_used = GaugeMetricFamily(
+            "claudex_provider_window_used_ratio",
+            "Share (0-1) of a plan's quota window used, as the provider's last answer said",
+            labels=["provider", "window"])
+        window_spent = GaugeMetricFamily(
+            "claudex_provider_window_spent_until",
+            "While a plan's window is spent: when it resets (epoch seconds)",
+            labels=["provider"])
         now = engine.clock()
+        wall = engine.wall()
         degraded = engine.config.health.degraded_latency_ms
         for name, rt in engine.runtimes.items():
+            for window in rt.windows:
+                window_used.add_metric([name, window.name], window.used)
+            if rt.window_spent_until and rt.window_spent(wall):
+                window_spent.add_metric([name], rt.window_spent_until)
             in_flight.add_metric([name], rt.gate.in_flight)
             queued.add_metric([name], rt.gate.queued)
             if rt.gate.limit.limit is not None:
@@ -87,7 +100,7 @@ class EngineCollector(Collector):
             current = rt.breaker.state.value
             for value in _STATES:
                 state.add_metric([name, value], 1.0 if value == current else 0.0)
-            color, _ = rt.color(now, degraded)
+            color, _ = rt.color(now, degraded, wall)
             for value in _COLORS:
                 health.add_metric([name, value], 1.0 if value == color else 0.0)
             if rt.health.latency_ms is not None:
@@ -114,7 +127,8 @@ class EngineCollector(Collector):
             cost.add_metric([name], spend.usd if spend is not None else 0.0)
             unpriced.add_metric([name], spend.unpriced if spend is not None else 0)
         yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens, cost,
-                    unpriced, in_flight, queued, limit, queue_full, refused)
+                    unpriced, in_flight, queued, limit, queue_full, refused, window_used,
+                    window_spent)
         yield from _histograms(engine)
 
 

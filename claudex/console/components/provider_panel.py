@@ -1,5 +1,6 @@
 """One panel per profile: colour and reason, breaker with its countdown (and claudex's queue
-there, when requests wait), the latency requests felt (p50/p95 of time to first content, or of
+there, when requests wait; a plan's quota windows, `5h 42% · 7d 13%`), the latency requests
+felt (p50/p95 of time to first content, or of
 whole answers; the probe's latency until traffic has been served or when the probe fails) with a
 sparkline of recent latencies, request and error counts, and the last error (masked)."""
 
@@ -29,6 +30,7 @@ from claudex.console.format import (
 from claudex.console.messages import ProfileSelected
 from claudex.cost_text import cost_words
 from claudex.engine.addons.latency import latency_words
+from claudex.window_text import window_parts
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 
@@ -83,7 +85,9 @@ class ProviderPanel(Vertical):
         self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
         queue = queue_words(profile)
         queue = f" · [b]{queue}[/]" if queue else ""
-        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}")
+        windows = window_markup(profile, now_wall)
+        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}"
+                                   f"{windows}")
         self.probe_line.set_text(escape(feel_words(health, stats)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
         data = list(history)
@@ -102,6 +106,17 @@ def feel_words(health: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
     words = latency_words(stats.get("latency"))
     failing = bool(health.get("error")) and health.get("latency_ms") is None
     return words if words and not failing else probe_words(health)
+
+
+def window_markup(profile: Mapping[str, Any], now_wall: float) -> str:
+    """` · 5h 42% · 7d 13%` for a plan's quota windows, a warned one yellow with its reset;
+    "" for a provider without windows."""
+    parts = window_parts(profile, now_wall)
+    if not parts:
+        return ""
+    yellow = variable("yellow")
+    return "".join(f" · [{yellow}]{escape(p.text)}[/]" if p.warned else f" · {escape(p.text)}"
+                   for p in parts)
 
 
 def queue_words(profile: Mapping[str, Any]) -> str:

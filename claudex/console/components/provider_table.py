@@ -4,8 +4,9 @@ Columns: a dot in the provider's colour, name, state, time left (an open breaker
 timed trip's remaining time, ∞ for a trip until reset), requests/min, error % of the last five
 minutes ("err 5m"), p50/p95 of total duration (non-streamed answers), time to first content
 (p50, streams), tokens/min, what the tokens cost at API prices ("$ today": ≈ marks a
-subscription's API-equivalent, + some answers unpriced), a sparkline of requests per minute
-over the last 30 minutes (a minute with errors in red) and the last error.
+subscription's API-equivalent, + some answers unpriced), the plan's fullest quota window when
+some provider has one ("window": `5h 42%`, yellow past its warning threshold), a sparkline of
+requests per minute over the last 30 minutes (a minute with errors in red) and the last error.
 Colour marks state only (the dot, a state that is not closed, error minutes); secondary text is
 dim. The widths follow the widget's width: the sparkline takes 30, 15 or 10 cells, the last error
 the rest (or nothing on a narrow screen).
@@ -52,8 +53,9 @@ class Column:
     right: bool = False
 
 
-def columns_for(width: int, name_width: int) -> list[Column]:
-    """The columns that fit in `width` cells."""
+def columns_for(width: int, name_width: int, windows: bool = False) -> list[Column]:
+    """The columns that fit in `width` cells; `windows`: some provider has a plan's quota
+    windows, shown in a column of their own (none otherwise)."""
     fixed = [
         Column("dot", "", 1), Column("name", "provider", name_width),
         Column("state", "state", 9), Column("left", "left", 4, right=True),
@@ -61,6 +63,7 @@ def columns_for(width: int, name_width: int) -> list[Column]:
         Column("p50", "p50", 5, right=True), Column("p95", "p95", 5, right=True),
         Column("ttfc", "ttfc", 5, right=True), Column("tpm", "tok/m", 5, right=True),
         Column("cost", "$ today", 8, right=True),
+        *([Column("window", "window", 7)] if windows else []),
     ]
     used = 1 + sum(c.width + GAP for c in fixed)  # one cell of margin on the left
     spark = next((w for w in (30, 15, 10) if width - used - w - GAP >= MIN_ERROR_WIDTH),
@@ -112,6 +115,7 @@ class ProviderTable(ScrollView, can_focus=False):
         self.total = 0                       # rows before the filter
         self._all: list[TableRow] = []
         self._name_width = 8
+        self._windows = False  # a window column (some provider has quota windows)
         self._strips: dict[str, tuple[tuple[Any, ...], Strip]] = {}
         self._styles: dict[str, Style] = {}
 
@@ -129,6 +133,7 @@ class ProviderTable(ScrollView, can_focus=False):
         if rows == self._all and selected == self.selected:
             return False
         self._all = rows
+        self._windows = any(row.window for row in rows)
         self.selected = selected
         self._rebuild()
         return True
@@ -210,7 +215,7 @@ class ProviderTable(ScrollView, can_focus=False):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         scroll_y = self.scroll_offset.y
-        columns = columns_for(width, self._name_width)
+        columns = columns_for(width, self._name_width, self._windows)
         if y == 0:
             style = self._style("provider-table--header")
             return self._header(columns, style).crop_extend(0, width, style)
@@ -268,6 +273,8 @@ class ProviderTable(ScrollView, can_focus=False):
                 if key == "state":
                     style = (self._colour(base, row.colour, bold=True)
                              if row.colour != "green" else dim)
+                elif key == "window" and row.window_warned:
+                    style = self._colour(base, "yellow")
                 elif key == "left" or text in ("—", "0%", "0"):
                     style = dim
             text = text.rjust(width) if column.right else text

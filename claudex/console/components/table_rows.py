@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from claudex.console.format import compact_count, safe, state_label
 from claudex.cost_text import cost_cell
+from claudex.window_text import window_cell
 
 MISSING: Final = "—"
 ERROR_MINUTES: Final = 5  # the error % column: this many newest minutes (the current one too)
@@ -124,6 +125,8 @@ class TableRow:
     ttfc_p95_ms: float | None
     tokens_per_min: float | None
     cost: str            # what its tokens cost at API prices (cost_text.cost_cell)
+    window: str          # its plan's fullest quota window, `5h 42%` ("": no plan windows)
+    window_warned: bool  # that window is past its warning threshold, or spent: yellow
     minutes_requests: tuple[int, ...] | None
     minutes_errors: tuple[int, ...] | None
     last_error: str
@@ -142,7 +145,7 @@ class TableRow:
             "rpm": rate_text(self.requests_per_min), "err": percent_text(self.error_rate),
             "p50": ms_text(self.p50_ms), "p95": ms_text(self.p95_ms),
             "ttfc": ms_text(self.ttfc_ms), "tpm": rate_text(self.tokens_per_min),
-            "cost": self.cost,
+            "cost": self.cost, "window": self.window,
         }
 
     def matches(self, needle: str) -> bool:
@@ -230,6 +233,7 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
     provider_type = str(profile.get("provider_type") or "")
     kind = {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(
         provider_type, "openai")
+    window, warned = window_cell(profile, now_wall)
     return TableRow(
         name=str(profile.get("name") or ""),
         colour=str(health.get("color") or "green"),
@@ -242,6 +246,7 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
         ttfc_p95_ms=_number(latency.get("first_content_p95_ms")),
         tokens_per_min=_number(stats.get("tokens_per_min")),
         cost=cost_cell(profile),
+        window=window, window_warned=warned,
         minutes_requests=minutes_requests,
         minutes_errors=minutes_errors,
         last_error=_trip_words(breaker) or _error_words(stats, now_wall),

@@ -61,6 +61,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "429": "rate-limit (429, retry after 5 s)",
     "slow": "answer slowly (2.5 s)",
     "401": "reject the API key (401)",
+    "spend": "spend a subscription's plan window (resets in 30 s)",
     "ok": "back to normal",
 }
 

@@ -88,6 +88,7 @@ class MainScreen(RequestsMixin):
         Binding("3", "fault('429')", "429", id="claudex.demo.429", group=FAULTS),
         Binding("4", "fault('slow')", "slow", id="claudex.demo.slow", group=FAULTS),
         Binding("5", "fault('401')", "401", id="claudex.demo.401", group=FAULTS),
+        Binding("6", "fault('spend')", "spend", id="claudex.demo.spend", group=FAULTS),
         Binding("0", "fault('ok')", "ok", id="claudex.demo.ok", group=FAULTS),
     ]
 

@@ -133,6 +133,11 @@ async def test_every_answer_keeps_the_plans_windows_for_status(
     assert abs(windows[0]["used"] - used) < 0.001
     assert windows[0]["status"] in ("allowed", "allowed_warning")
     assert rt.window_used() == max(w.used for w in rt.windows)
+    metrics = (await proxy.client.get("/metrics")).text
+    used_5h = rt.windows[0].used
+    assert f'claudex_provider_window_used_ratio{{provider="sub",window="5h"}} {used_5h}' \
+        in metrics
+    assert 'provider="backup",window=' not in metrics
     # An API key's answers describe no window: nothing kept for it.
     assert (await profile_status(proxy, "backup"))["windows"] == []
     assert proxy.engine.runtimes["backup"].window_used() == 0.0

@@ -1,0 +1,72 @@
+"""Quota windows as the console and `claudex status` show them (DESIGN.md "Windows"):
+`5h 42% · 7d 13%`, a warned window yellow with its reset, a spent one until its reset."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+
+from claudex.console.components.provider_panel import window_markup
+from claudex.console.components.table_rows import table_row
+from claudex.providers.windows import clock_text
+from claudex.status_table import render_status
+from claudex.window_text import window_cell, window_parts, window_words
+
+NOW = time.time()
+RESET = NOW + 3600
+
+
+def windows(used_5h: float, status: str = "allowed", warning: bool = False) -> dict[str, object]:
+    return {"name": "sub", "windows": [
+        {"name": "5h", "used": used_5h, "resets_at": RESET, "status": status, "warning": warning},
+        {"name": "7d", "used": 0.13, "resets_at": NOW + 86400 * 3, "status": "allowed",
+         "warning": False}]}
+
+
+def test_windows_in_words() -> None:
+    assert window_words(windows(0.42), NOW) == "5h 42% · 7d 13%"
+    warned = window_parts(windows(0.92, "allowed_warning", True), NOW)
+    assert [(p.text, p.warned) for p in warned] == [
+        (f"5h 92%, resets {clock_text(RESET, NOW)}", True), ("7d 13%", False)]
+    # A surpassed threshold warns although the status is still "allowed".
+    assert window_parts(windows(0.8, "allowed", True), NOW)[0].warned
+    assert window_words({"name": "key", "windows": []}, NOW) == ""
+
+
+def test_a_spent_window_is_shown_until_its_reset() -> None:
+    spent = {**windows(1.0, "rejected"), "window_spent_until": RESET, "window_spent": "5h"}
+    assert window_words(spent, NOW) == f"5h spent until {clock_text(RESET, NOW)} · 7d 13%"
+    assert window_cell(spent, NOW) == ("spent", True)
+    bare = {"name": "gpt", "windows": [], "window_spent_until": RESET, "window_spent": None}
+    assert window_words(bare, NOW) == f"spent until {clock_text(RESET, NOW)}"
+
+
+def test_the_table_cell_is_the_fullest_window() -> None:
+    assert window_cell(windows(0.42), NOW) == ("5h 42%", False)
+    assert window_cell(windows(0.92, "allowed_warning", True), NOW) == ("5h 92%", True)
+    assert window_cell({"name": "key"}, NOW) == ("", False)
+    row = table_row(windows(0.42), NOW)
+    assert (row.window, row.window_warned, row.cells()["window"]) == ("5h 42%", False, "5h 42%")
+
+
+def test_the_panel_line_marks_a_warned_window_yellow() -> None:
+    assert window_markup(windows(0.42), NOW) == " · 5h 42% · 7d 13%"
+    marked = window_markup(windows(0.92, "allowed_warning", True), NOW)
+    assert marked.startswith(" · [$claudex-yellow]5h 92%, resets ") and marked.endswith(
+        "[/] · 7d 13%")
+    assert window_markup({"name": "key"}, NOW) == ""
+
+
+def _status_text(profiles: list[dict[str, object]]) -> str:
+    out = Console(width=200, record=True, color_system=None)
+    render_status({"listen": "127.0.0.1:8082", "profiles": profiles}, out)
+    return out.export_text()
+
+
+def test_claudex_status_has_a_windows_column_only_when_some_provider_has_windows() -> None:
+    plain = {"name": "key", "provider_type": "OpenAICompatible", "health": {"color": "green"},
+             "breaker": {"state": "closed"}, "stats": {}}
+    assert "windows" not in _status_text([plain])
+    shown = _status_text([{**plain, **windows(0.42), "name": "sub"}, plain])
+    assert "windows" in shown and "5h 42% · 7d 13%" in shown
