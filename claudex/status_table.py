@@ -89,6 +89,11 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             limits.append(Text.assemble((f"{name}: ", "bold"),
                                         f"max_tokens capped at {cap} for {model or 'its model'}"
                                         " (the provider's stated limit)"))
+        for model, window in (p.get("learned_context_window") or {}).items():
+            limits.append(Text.assemble(
+                (f"{name}: ", "bold"), f"context window {window:,} tokens for "
+                f"{model or 'its model'} (learned from its 400): longer conversations pass "
+                "it over as a backup"))
         if stats.get("last_error"):
             last_error = SCRUBBER.text(str(stats["last_error"]))
             errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))

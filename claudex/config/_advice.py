@@ -9,7 +9,10 @@ backup receives whatever its chain's head was asked:
 - a Claude model name is never sent to it, so without `default_model` and without `models`
   covering haiku, sonnet and opus some Claude requests have no model to go to;
 - Claude Code asks for 32,000-128,000 output tokens, which such providers often refuse, so it
-  should cap them with `max_tokens`.
+  should cap them with `max_tokens`;
+- as a backup of a Claude profile (an Anthropic-protocol one) it receives Claude Code's whole
+  conversation, often longer than its window: without `context_window` the first such request
+  costs a refused call before claudex learns the window from the 400.
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ class Advice:
 
 def chain_advice(profiles: Sequence[Profile]) -> list[Advice]:
     backup_of: dict[str, list[str]] = {}
+    claude_heads: dict[str, list[str]] = {}  # backups of Anthropic-protocol profiles
     for head in profiles:
         if head.enabled:
             for name in head.backup_providers:
                 backup_of.setdefault(name, []).append(head.name)
+                if head.provider_type == "DirectAnthropic":
+                    claude_heads.setdefault(name, []).append(head.name)
     advice: list[Advice] = []
     for profile in profiles:
         if not profile.enabled or profile.provider_type != "OpenAICompatible":
@@ -58,5 +64,15 @@ def chain_advice(profiles: Sequence[Profile]) -> list[Advice]:
                 f"not set: Claude Code asks for 32,000-128,000 output tokens and such providers "
                 f"often refuse more than 8,192{role}; add max_tokens = <this provider's output "
                 f"limit>, e.g. max_tokens = 8192",
+            ))
+        claude = claude_heads.get(profile.name, [])
+        if claude and profile.context_window is None:
+            advice.append(Advice(
+                profile.name,
+                "context_window",
+                f"not set: as a backup of {', '.join(claude)} it receives Claude Code's whole "
+                f"conversation (up to 200,000 tokens), and one longer than this provider holds "
+                f"costs a refused request before claudex learns its window; add "
+                f"context_window = <its context window in tokens>, e.g. context_window = 131072",
             ))
     return advice

@@ -41,10 +41,15 @@ class KeyProvider:
     models: Mapping[str, str] = field(default_factory=dict)
     # The provider's output-token limit for these models (Claude Code asks for more).
     max_tokens: int | None = None
+    # Its context window for the main model (a smaller one's is learned from its 400).
+    context_window: int | None = None
 
 
 # In the order they are preferred as backups: Anthropic itself, then Claude models elsewhere,
-# then the strongest general models.
+# then the strongest general models. Context windows of the main models: Claude 200,000
+# ("prompt is too long: ... > 200000 maximum" in Anthropic's 400s), GPT-4.1 1,047,576, Gemini
+# 2.5 1,048,576 (its 400s: "maximum number of tokens allowed (1048576)"), grok-4 256,000,
+# deepseek-chat 131,072 (its 400s), Mistral Large and Groq's Llama 3.3 128k.
 KEY_PROVIDERS: tuple[KeyProvider, ...] = (
     # No default_model: as a backup it receives Claude Code's own model names unchanged.
     KeyProvider("ANTHROPIC_API_KEY", "anthropic", "Anthropic API", "DirectAnthropic",
@@ -52,29 +57,29 @@ KEY_PROVIDERS: tuple[KeyProvider, ...] = (
     KeyProvider("OPENROUTER_API_KEY", "openrouter", "OpenRouter", "OpenAICompatible",
                 "https://openrouter.ai/api/v1", "anthropic/claude-sonnet-4.5",
                 {"haiku": "anthropic/claude-haiku-4.5", "sonnet": "anthropic/claude-sonnet-4.5",
-                 "opus": "anthropic/claude-opus-4.1"}, 32000),
+                 "opus": "anthropic/claude-opus-4.1"}, 32000, 200000),
     KeyProvider("OPENAI_API_KEY", "openai", "OpenAI", "OpenAICompatible",
                 "https://api.openai.com/v1", "gpt-4.1",
-                {"haiku": "gpt-4.1-mini", "sonnet": "gpt-4.1", "opus": "gpt-4.1"}, 32768),
+                {"haiku": "gpt-4.1-mini", "sonnet": "gpt-4.1", "opus": "gpt-4.1"}, 32768, 1047576),
     KeyProvider("GEMINI_API_KEY", "gemini", "Google Gemini", "OpenAICompatible",
                 "https://generativelanguage.googleapis.com/v1beta/openai", "gemini-2.5-pro",
                 {"haiku": "gemini-2.5-flash", "sonnet": "gemini-2.5-pro",
-                 "opus": "gemini-2.5-pro"}, 65536),
+                 "opus": "gemini-2.5-pro"}, 65536, 1048576),
     KeyProvider("XAI_API_KEY", "grok", "xAI Grok", "OpenAICompatible",
                 "https://api.x.ai/v1", "grok-4",
-                {"haiku": "grok-3-mini", "sonnet": "grok-4", "opus": "grok-4"}, 16384),
+                {"haiku": "grok-3-mini", "sonnet": "grok-4", "opus": "grok-4"}, 16384, 256000),
     KeyProvider("DEEPSEEK_API_KEY", "deepseek", "DeepSeek", "OpenAICompatible",
                 "https://api.deepseek.com/v1", "deepseek-chat",
                 {"haiku": "deepseek-chat", "sonnet": "deepseek-chat",
-                 "opus": "deepseek-reasoner"}, 8192),
+                 "opus": "deepseek-reasoner"}, 8192, 131072),
     KeyProvider("MISTRAL_API_KEY", "mistral", "Mistral AI", "OpenAICompatible",
                 "https://api.mistral.ai/v1", "mistral-large-latest",
                 {"haiku": "mistral-small-latest", "sonnet": "mistral-large-latest",
-                 "opus": "mistral-large-latest"}, 8192),
+                 "opus": "mistral-large-latest"}, 8192, 131072),
     KeyProvider("GROQ_API_KEY", "groq", "Groq", "OpenAICompatible",
                 "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile",
                 {"haiku": "llama-3.1-8b-instant", "sonnet": "llama-3.3-70b-versatile",
-                 "opus": "llama-3.3-70b-versatile"}, 8192),
+                 "opus": "llama-3.3-70b-versatile"}, 8192, 131072),
 )
 
 CLAUDE_LOGIN = DEFAULT_CREDENTIALS_FILES["claude"]
@@ -239,6 +244,9 @@ def _key_profile(provider: KeyProvider, backups: list[str]) -> str:
     if provider.max_tokens is not None:
         lines.append("# Its output limit: Claude Code asks for more, which it would refuse.")
         lines.append(f"max_tokens = {provider.max_tokens}")
+    if provider.context_window is not None:
+        lines.append("# Its context window: a longer conversation passes it over unsent.")
+        lines.append(f"context_window = {provider.context_window}")
     if backups:
         lines.append(f"backup_providers = {_names(backups)}")
     return "\n".join(lines) + "\n"

@@ -150,7 +150,20 @@ def limit_words(profile: Mapping[str, Any]) -> str:
     lowest, if it stated several for different models)."""
     learned = profile.get("learned_max_tokens") or {}
     caps = [v for v in learned.values() if isinstance(v, int)]
-    return f" · max_tokens ≤ {min(caps)}" if caps else ""
+    words = f" · max_tokens ≤ {min(caps)}" if caps else ""
+    # The context window it holds, configured or learned from its 400 (the smallest).
+    windows = [v for v in (profile.get("learned_context_window") or {}).values()
+               if isinstance(v, int)]
+    if isinstance(profile.get("context_window"), int):
+        windows.append(profile["context_window"])
+    return words + (f" · context ≤ {_thousands(min(windows))}" if windows else "")
+
+
+def _thousands(tokens: int) -> str:
+    """131072 -> 131k; 8192 -> 8.2k; 900 -> 900."""
+    if tokens >= 100_000:
+        return f"{tokens // 1000}k"
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
 
 
 def last_error_words(stats: Mapping[str, Any], now_wall: float) -> str:

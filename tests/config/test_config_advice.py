@@ -31,7 +31,7 @@ def warnings_of(text: str) -> list[tuple[int | None, str, str]]:
 
 def test_openai_profile_without_default_model_or_models_is_warned_at_its_header() -> None:
     text = profile("claude", 'backup_providers = ["grok"]', kind="DirectAnthropic") + "\n" + \
-        profile("grok", "max_tokens = 8192")
+        profile("grok", "max_tokens = 8192", "context_window = 131072")
     [(line, key, message)] = warnings_of(text)
     assert (line, key) == (8, "profiles.grok.default_model")
     assert message.startswith("no default_model, and models maps no haiku, sonnet, opus")
@@ -96,6 +96,23 @@ def test_check_prints_warnings_with_file_and_line_and_exits_0(tmp_path: Path) ->
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "COLUMNS": "300", **TEST_ENV},
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "2 warning(s)" in result.stdout
+    assert "3 warning(s)" in result.stdout
     assert f"warning: {path}:7: profiles.grok.default_model: no default_model" in result.stdout
     assert f"warning: {path}:7: profiles.grok.max_tokens: not set" in result.stdout
+    assert f"warning: {path}:7: profiles.grok.context_window: not set" in result.stdout
+
+
+def test_an_openai_compatible_backup_of_a_claude_profile_is_advised_a_context_window() -> None:
+    text = profile("claude", 'backup_providers = ["grok", "ds"]', kind="DirectAnthropic") + \
+        profile("grok", 'default_model = "g"', "max_tokens = 8192") + \
+        profile("ds", 'default_model = "d"', "max_tokens = 8192", "context_window = 131072") + \
+        profile("solo", 'default_model = "s"', "max_tokens = 8192")
+    [(line, key, message)] = warnings_of(text)
+    assert (line, key) == (7, "profiles.grok.context_window")
+    assert "as a backup of claude it receives Claude Code's whole conversation" in message
+    assert message.endswith("e.g. context_window = 131072")
+    # Backing up an OpenAI-compatible profile only: its conversations are not Claude Code's.
+    other = profile("grok", 'default_model = "g"', "max_tokens = 8192",
+                    'backup_providers = ["ds"]') + \
+        profile("ds", 'default_model = "d"', "max_tokens = 8192")
+    assert warnings_of(other) == []

@@ -89,3 +89,12 @@ def test_traffic_mix_is_mostly_anthropic_messages() -> None:
     assert shares["messages"] > 0.5
     assert 0.1 < shares["messages_stream"] < 0.3 and 0.05 < shares["chat"] < 0.25
     assert 0.03 < shares["responses"] < 0.2
+
+
+def test_limit_words_name_the_smallest_context_window_known() -> None:
+    from claudex.console.format import limit_words
+    assert limit_words({}) == ""
+    assert limit_words({"context_window": 131072}) == " · context ≤ 131k"
+    assert limit_words({"context_window": 131072, "learned_context_window": {"m": 8192},
+                        "learned_max_tokens": {"m": 4096}}) == \
+        " · max_tokens ≤ 4096 · context ≤ 8.2k"
