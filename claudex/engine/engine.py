@@ -160,9 +160,11 @@ class Engine:
     def _set_pools(self, config: Config) -> None:
         if not config.pools or self.pools is not None:
             return
-        shared = None
+        shared = self.fleet.bindings if self.fleet is not None else None
         self.pools = PoolBalancer(lambda: self.runtimes, self.clock, self.wall, self.bindings,
                                   shared)
+        if shared is not None:  # another instance's binding, into ours
+            shared.apply = self.pools.apply_shared
         self.pool_shares = PoolsAddon()
         self.hooks.set([*self.hooks.addons, self.pool_shares])
 

@@ -187,6 +187,12 @@ class PoolBalancer:
         if self.shared is not None:
             self.shared.publish(pool, conversation, member, self._wall())
 
+    def apply_shared(self, pool: str, conversation: str, member: str,
+                     served_wall: float) -> None:
+        """Another instance of the fleet bound `conversation` to `member`."""
+        served = self._clock() - max(0.0, self._wall() - served_wall)
+        self.bindings.bind(pool, conversation, member, served)
+
     def status_json(self, pool: Pool, shares: Mapping[str, int]) -> dict[str, object]:
         counts = self.bindings.counts(pool.name)
         total = sum(shares.get(m, 0) for m in pool.members)

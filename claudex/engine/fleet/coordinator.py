@@ -44,6 +44,8 @@ from claudex.engine.breaker.circuit import BreakerState, Transition
 from claudex.engine.clock import Clock, WallClock
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.events import Deferred, Event, EventBus
+from claudex.engine.fleet.bindings import TTL_S as BINDING_TTL_S
+from claudex.engine.fleet.bindings import FleetBindings
 from claudex.engine.fleet.facts import REGISTERS, Fact, Register, Registers, view
 from claudex.engine.fleet.health import FleetHealth
 from claudex.engine.fleet.store import FleetStore
@@ -124,6 +126,8 @@ class Fleet(FleetHealth):
         self._store: FleetStore | None = None  # while connected
         self.closing = False  # set by close(): every loop ends on it, cancelled or not
         self._init_health()  # engine/fleet/health.py
+        # Pools' bindings (engine/fleet/bindings.py): read by the balancer, written from here.
+        self.bindings = FleetBindings(name, lambda: self._store, self._wake.set)
 
     # -- hooks the engine calls (synchronous: never on Redis' time) ---------------------------
 
@@ -305,6 +309,8 @@ class Fleet(FleetHealth):
                 return
             if isinstance(news, Fact):
                 self.receive(news)
+            elif news is not None and "binding" in news:
+                self.bindings.news(news["binding"])
             elif news is not None:
                 self._health_news(news)
 
@@ -315,6 +321,8 @@ class Fleet(FleetHealth):
             await self._flush(store)
             for record in self._take_health_out():  # lost if this fails: probed anew soon
                 await store.announce_health(record)
+            for binding in self.bindings.take():  # lost if this fails: bound here all the same
+                await store.write_binding(binding, BINDING_TTL_S)
 
     async def _flush(self, store: FleetStore) -> None:
         dirty, self._dirty = self._dirty, set()
@@ -385,6 +393,9 @@ class Fleet(FleetHealth):
             "facts_applied": self.applied,
             "health_applied": self.health_applied,
             "health_kept_out": self.health_kept_out,
+            # Pools' bindings from the other instances: announced and applied, read on a miss.
+            "bindings_applied": self.bindings.applied,
+            "bindings_read": self.bindings.read,
             "tokens": ("shared encrypted" if self.sealer is not None
                        else self.tokens_problem or "not shared (no [fleet] secret_env)"),
             "probe_slots": sorted(self.probe_slots),

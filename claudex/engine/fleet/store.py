@@ -7,6 +7,9 @@ Layout, under the `[fleet] key_prefix` (default "claudex"):
 - `{prefix}:facts`: the pub/sub channel every written fact is announced on, for immediacy.
 - `{prefix}:health`: the channel health probe results are announced on (never stored: each is
   applied once, by the instances listening then).
+- `{prefix}:binding:{pool}:{conversation}`: which member of a pool a conversation is bound to
+  (engine/fleet/bindings.py), expiring after the bindings' idle hour; announced on
+  `{prefix}:bindings`.
 - `{prefix}:instance:{name}`: each instance's heartbeat, expiring when it stops beating.
 - `{prefix}:lease:{what}`: leases (a half-open slot, a provider's health probes, a refresh lock).
 - `{prefix}:token:{what}`: a refreshed OAuth token, Fernet ciphertext only (engine/fleet/tokens.py),
@@ -95,6 +98,7 @@ class FleetStore:
         self.timeout_s = timeout_s
         self.channel = f"{prefix}:facts"
         self.health_channel = f"{prefix}:health"
+        self.bindings_channel = f"{prefix}:bindings"
         self._pubsub: Any = None
         self._client: Redis = Redis.from_url(
             url, password=password, decode_responses=True,
@@ -173,6 +177,22 @@ class FleetStore:
         await self._bounded(self._client.publish(self.health_channel,
                                                  json.dumps(record, separators=(",", ":"))))
 
+    async def write_binding(self, record: dict[str, Any], ttl_s: float) -> None:
+        """A pool's binding (engine/fleet/bindings.py): kept for `ttl_s`, and announced."""
+        from claudex.engine.fleet.bindings import encode
+
+        text = encode(record)
+        key = f"{self.prefix}:binding:{record['pool']}:{record['conversation']}"
+        async with self._client.pipeline(transaction=False) as pipe:
+            pipe.set(key, text, px=max(1, int(ttl_s * 1000)))
+            pipe.publish(self.bindings_channel, text)
+            await self._bounded(pipe.execute())
+
+    async def read_binding(self, pool: str, conversation: str) -> str | None:
+        value: str | None = await self._bounded(
+            self._client.get(f"{self.prefix}:binding:{pool}:{conversation}"))
+        return value
+
     async def read_token(self, what: str) -> str | None:
         value: str | None = await self._bounded(self._client.get(f"{self.prefix}:token:{what}"))
         return value
@@ -190,13 +210,22 @@ class FleetStore:
         so the reader can look up."""
         pubsub = self._pubsub = self._client.pubsub()
         try:
-            await self._bounded(pubsub.subscribe(self.channel, self.health_channel))
+            await self._bounded(pubsub.subscribe(self.channel, self.health_channel,
+                                                 self.bindings_channel))
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=1.0)
                 if message is None:
                     yield None
                     continue
                 if message.get("type") != "message":
+                    continue
+                if message.get("channel") == self.bindings_channel:
+                    try:
+                        binding = json.loads(message["data"])
+                    except ValueError:
+                        continue
+                    if isinstance(binding, dict):
+                        yield {"binding": binding}
                     continue
                 if message.get("channel") == self.health_channel:
                     record = _health_record(message["data"])
