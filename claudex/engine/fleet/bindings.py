@@ -75,10 +75,6 @@ class FleetBindings:
         self.apply(found["pool"], found["conversation"], found["member"], found["served"])
 
 
-def encode(record: dict[str, Any]) -> str:
-    return json.dumps(record, separators=(",", ":"))
-
-
 TTL_S = IDLE_S
 
 

@@ -179,9 +179,7 @@ class FleetStore:
 
     async def write_binding(self, record: dict[str, Any], ttl_s: float) -> None:
         """A pool's binding (engine/fleet/bindings.py): kept for `ttl_s`, and announced."""
-        from claudex.engine.fleet.bindings import encode
-
-        text = encode(record)
+        text = json.dumps(record, separators=(",", ":"))
         key = f"{self.prefix}:binding:{record['pool']}:{record['conversation']}"
         async with self._client.pipeline(transaction=False) as pipe:
             pipe.set(key, text, px=max(1, int(ttl_s * 1000)))

@@ -75,6 +75,7 @@ async def test_two_instances_send_a_conversations_turns_to_the_same_member(
 
     # An instance started after the conversations began reads their bindings from Redis.
     await world.spawn("c")
+    await world.wait_for(["c"], lambda s: fleet_of(s)["redis"] == "connected")
     for conv in range(conversations):
         assert await turn(world, "c", conv, 5) == where[conv][0]
     c = fleet_of(await world.status("c"))
