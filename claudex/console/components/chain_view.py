@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from textual.markup import escape
@@ -39,9 +39,24 @@ class ChainView(TextLine):
         super().__init__(text, fixed_size=True, id=id)
         self._title: str | None = None
 
-    def show(self, selected: str | None, profiles: Mapping[str, Mapping[str, Any]]) -> None:
+    def show(self, selected: str | None, profiles: Mapping[str, Mapping[str, Any]],
+             pools: Sequence[Mapping[str, Any]] = ()) -> None:
         if selected is None or selected not in profiles:
             self.set_text("[dim]no profile selected[/]")
+            return
+        pool = next((p for p in pools if selected in [m.get("name") for m in
+                                                       p.get("members") or []]), None)
+        if pool is not None:  # a member: the pool's chain (its members' backups are unused)
+            names = [str(m.get("name")) for m in pool.get("members") or []]
+            group = " [dim]|[/] ".join(member_text(n, profiles.get(n)) for n in names)
+            backups = [str(b) for b in pool.get("backup_providers") or []]
+            members = "  [dim]→[/]  ".join([f"[dim]([/]{group}[dim])[/]",
+                                            *(member_text(n, profiles.get(n)) for n in backups)])
+            title = f"{escape(selected)} serves in pool {escape(str(pool.get('name')))}"
+            if title != self._title:
+                self._title = title
+                self.border_title = title
+            self.set_text(members)
             return
         chain = [selected, *profiles[selected].get("backup_providers", [])]
         members = "  [dim]→[/]  ".join(member_text(n, profiles.get(n)) for n in chain)

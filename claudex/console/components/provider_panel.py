@@ -64,7 +64,9 @@ class ProviderPanel(Vertical):
         self.post_message(ProfileSelected(self.profile_name))
 
     def show(self, profile: Mapping[str, Any], history: Sequence[float], now_wall: float,
-             *, selected: bool, is_default: bool = False, fault: str | None = None) -> None:
+             *, selected: bool, is_default: bool = False, fault: str | None = None,
+             pool: tuple[str, Mapping[str, Any]] | None = None) -> None:
+        """`pool`: the pool this profile is a member of, and its member entry in status."""
         health = profile.get("health") or {}
         breaker = profile.get("breaker") or {}
         stats = profile.get("stats") or {}
@@ -78,6 +80,9 @@ class ProviderPanel(Vertical):
         kind = protocol_label(str(profile.get("provider_type") or ""))
         default = " · default" if is_default else ""
         subtitle = f"{kind}{default}" + (f" · fake: {fault}" if fault else "")
+        if pool is not None:  # short: the pool's panel has the long words
+            share = float(pool[1].get("share") or 0) * 100
+            subtitle = f"{pool[0]}: {pool[1].get('bindings', 0)} bound · {share:.0f}% · {subtitle}"
         if subtitle != self._subtitle:  # (setting it repaints, even to the same text)
             self._subtitle = subtitle
             self.border_subtitle = subtitle
@@ -123,3 +128,45 @@ def queue_words(profile: Mapping[str, Any]) -> str:
     """`queue 3` while requests wait for a slot at the provider (claudex's own limit), else ""."""
     queued = (profile.get("concurrency") or {}).get("queued")
     return f"queue {queued}" if isinstance(queued, int) and queued > 0 else ""
+
+
+class PoolPanel(Vertical):
+    """A pool's own panel (DESIGN.md "Pools"), placed before its members' panels: its balance,
+    the conversations bound and, per member, its colour, bindings and share of requests."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(classes="panel -pool")
+        self.pool_name = name
+        self.border_title = f"{escape(name)} · pool"
+        self._subtitle = ""
+        self.summary_line = TextLine(fixed_size=True, classes="panel-status")
+        self.member_lines = TextLine(classes="panel-members")
+
+    def compose(self) -> ComposeResult:
+        yield self.summary_line
+        yield self.member_lines
+
+    def show(self, pool: Mapping[str, Any], profiles: Mapping[str, Mapping[str, Any]],
+             *, is_default: bool = False) -> None:
+        subtitle = str(pool.get("balance") or "") + (" · default" if is_default else "")
+        if subtitle != self._subtitle:
+            self._subtitle = subtitle
+            self.border_subtitle = subtitle
+        backups = ", ".join(str(b) for b in pool.get("backup_providers") or [])
+        then = f" [dim]· then {escape(backups)}[/]" if backups else ""
+        self.summary_line.set_text(f"[b]{pool.get('bindings', 0)}[/] conversations bound{then}")
+        lines = []
+        for member in pool.get("members") or []:
+            name = str(member.get("name"))
+            colour = str(((profiles.get(name) or {}).get("health") or {}).get("color") or "red")
+            lines.append(f"[{variable(colour)}]●[/] [b]{escape(name)}[/] "
+                         f"{member_words(member)}")
+        self.member_lines.set_text("\n".join(lines))
+
+
+def member_words(member: Mapping[str, Any]) -> str:
+    """`2 bound · 33% of requests`, or with a weight other than 1 `2 bound · 33% · weight 3`."""
+    weight = member.get("weight", 1)
+    share = f"{float(member.get('share') or 0) * 100:.0f}%"
+    tail = f" · weight {weight}" if weight != 1 else " of requests"
+    return f"{member.get('bindings', 0)} bound · {share}{tail}"

@@ -35,6 +35,7 @@ from claudex.console.components.request_log import fit
 from claudex.console.components.table_rows import (
     SORT_TEXT,
     TableRow,
+    grouped,
     sort_rows,
     sparkline,
     table_row,
@@ -116,6 +117,7 @@ class ProviderTable(ScrollView, can_focus=False):
         self._all: list[TableRow] = []
         self._name_width = 8
         self._windows = False  # a window column (some provider has quota windows)
+        self._pools: list[Mapping[str, Any]] = []  # status `pools`: their members grouped
         self._strips: dict[str, tuple[tuple[Any, ...], Strip]] = {}
         self._styles: dict[str, Style] = {}
 
@@ -123,16 +125,18 @@ class ProviderTable(ScrollView, can_focus=False):
 
     @property
     def names(self) -> list[str]:
-        """The providers shown, in the order shown."""
-        return [row.name for row in self.rows]
+        """The providers shown, in the order shown (a pool's own row is none)."""
+        return [row.name for row in self.rows if not row.pool]
 
     def show(self, profiles: Sequence[Mapping[str, Any]], now_wall: float,
-             selected: str | None) -> bool:
-        """Show these profiles' rows; False when nothing changed."""
+             selected: str | None, pools: Sequence[Mapping[str, Any]] = ()) -> bool:
+        """Show these profiles' rows (a pool's members beneath its own row); False when
+        nothing changed."""
         rows = [table_row(p, now_wall) for p in profiles]
-        if rows == self._all and selected == self.selected:
+        if rows == self._all and selected == self.selected and list(pools) == self._pools:
             return False
         self._all = rows
+        self._pools = list(pools)
         self._windows = any(row.window for row in rows)
         self.selected = selected
         self._rebuild()
@@ -156,8 +160,8 @@ class ProviderTable(ScrollView, can_focus=False):
     def _rebuild(self) -> None:
         self.total = len(self._all)
         shown = [row for row in self._all if row.matches(self.filter_text)]
-        self.rows = sort_rows(shown, self.sort_by)
-        self._name_width = min(20, max([8, *(len(row.name) for row in self._all)]))
+        self.rows = grouped(sort_rows(shown, self.sort_by), self._pools)
+        self._name_width = min(20, max([8, *(len(row.label or row.name) for row in self.rows)]))
         if self.styles.max_height != Scalar.from_number(len(self.rows) + 3):
             # No taller than its rows (+ header and border): a short table gives lines back.
             self.styles.max_height = len(self.rows) + 3
@@ -170,8 +174,9 @@ class ProviderTable(ScrollView, can_focus=False):
 
     def scroll_to_name(self, name: str | None) -> None:
         """Scroll just enough for `name`'s row to show."""
-        if name in self.names:
-            index = self.names.index(name)
+        shown = [row.name if not row.pool else None for row in self.rows]
+        if name is not None and name in shown:
+            index = shown.index(name)
             height = self.scrollable_content_region.height - 1  # under the header
             top = self.scroll_y
             if index < top:
@@ -184,7 +189,7 @@ class ProviderTable(ScrollView, can_focus=False):
         if offset is None or offset.y < 1:  # the header
             return
         index = int(self.scroll_y) + offset.y - 1
-        if 0 <= index < len(self.rows):
+        if 0 <= index < len(self.rows) and not self.rows[index].pool:
             self.post_message(ProfileSelected(self.rows[index].name))
 
     def on_resize(self, event: events.Resize) -> None:
@@ -224,6 +229,14 @@ class ProviderTable(ScrollView, can_focus=False):
         if not 0 <= index < len(self.rows):
             return Strip.blank(width, base)
         row = self.rows[index]
+        if row.pool:
+            dim = base + Style(color=self._style("provider-table--dim").color)
+            cached = self._strips.get("pool:" + row.name)
+            if cached is None or cached[0] != (row, width, self._name_width):
+                strip = self._row(row, columns, False, False).crop_extend(0, width, dim)
+                cached = self._strips["pool:" + row.name] = ((row, width, self._name_width),
+                                                            strip)
+            return cached[1]
         selected = row.name == self.selected
         key = (row, selected, index % 2, width, self._name_width)
         cached = self._strips.get(row.name)
@@ -258,13 +271,17 @@ class ProviderTable(ScrollView, can_focus=False):
         for column in columns:
             key, width = column.key, column.width
             if key == "dot":
-                segments += (Segment("●", self._colour(base, row.colour)), gap)
+                dot = "◆" if row.pool else "●"
+                segments += (Segment(dot, self._colour(base, row.colour)), gap)
+                continue
+            if row.pool and key not in ("name", "state", "error"):
+                segments += (Segment(" " * width, base), gap)  # a pool has no numbers
                 continue
             if key == "spark":
                 segments += (*self._spark(row, width, base, dim), gap)
                 continue
             if key == "name":
-                text, style = row.name, base
+                text, style = row.label or row.name, base
             elif key == "error":
                 text, style = row.last_error, dim
             else:

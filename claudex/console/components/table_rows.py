@@ -11,6 +11,7 @@ fine since (the sparkline still shows the 30 minutes).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -132,6 +133,8 @@ class TableRow:
     last_error: str
     reason: str
     kind: str
+    label: str = ""      # the name as shown, when it differs (a pool's member: `└ acct-a`)
+    pool: bool = False   # a pool's own row (DESIGN.md "Pools"): its members follow it
 
     @property
     def latency_p95(self) -> float | None:
@@ -258,6 +261,56 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
 def _missing_last(value: float | None) -> tuple[int, float]:
     """Worst (largest) first, unknown values after every known one."""
     return (1, 0.0) if value is None else (0, -value)
+
+
+def pool_row(pool: Mapping[str, Any], members: Mapping[str, TableRow]) -> TableRow:
+    """A pool's line: its balance as the state, the conversations bound and each member's
+    bindings and share of requests where a provider has its last error; the dot in its best
+    member's colour (green while any member is)."""
+    names = [str(m.get("name")) for m in pool.get("members") or []]
+    colours = [members[n].colour for n in names if n in members]
+    colour = min(colours, key=lambda c: COLOUR_RANK.get(c, 3)) if colours else "red"
+    spread = " · ".join(f"{m.get('name')} {m.get('bindings', 0)}"
+                        for m in pool.get("members") or [])
+    backups = ", ".join(str(b) for b in pool.get("backup_providers") or [])
+    words = f"{pool.get('bindings', 0)} bound: {spread}" + (f" · then {backups}" if backups
+                                                             else "")
+    return TableRow(
+        name=str(pool.get("name") or ""), colour=colour, state=str(pool.get("balance") or ""),
+        state_rank=0, left="", requests_per_min=None, error_rate=None, p50_ms=None,
+        p95_ms=None, ttfc_ms=None, ttfc_p95_ms=None, tokens_per_min=None, cost="",
+        window="", window_warned=False, minutes_requests=None, minutes_errors=None,
+        last_error=words, reason="", kind="pool", label=f"{pool.get('name')} (pool)",
+        pool=True)
+
+
+def grouped(rows: Sequence[TableRow], pools: Sequence[Mapping[str, Any]]) -> list[TableRow]:
+    """`rows` (sorted) with each pool's members together beneath the pool's own row, placed
+    where its first member came; members keep their order, shown as `└ name`."""
+    if not pools:
+        return list(rows)
+    by_name = {row.name: row for row in rows}
+    pool_of: dict[str, Mapping[str, Any]] = {}
+    for pool in pools:
+        for member in pool.get("members") or []:
+            pool_of.setdefault(str(member.get("name")), pool)
+    out: list[TableRow] = []
+    placed: set[str] = set()
+    for row in rows:
+        found = pool_of.get(row.name)
+        if found is None:
+            out.append(row)
+            continue
+        pool = found
+        name = str(pool.get("name"))
+        if name in placed:
+            continue
+        placed.add(name)
+        out.append(pool_row(pool, by_name))
+        members = {str(m.get("name")) for m in pool.get("members") or []}
+        out += [dataclasses.replace(member, label=f"└ {member.name}") for member in rows
+                if member.name in members and pool_of.get(member.name) is pool]
+    return out
 
 
 def sort_rows(rows: Sequence[TableRow], by: str) -> list[TableRow]:

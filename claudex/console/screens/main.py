@@ -34,6 +34,7 @@ from textual.widgets import Input, Static
 
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
 from claudex.console.components.key_bar import KeyBar
+from claudex.console.components.provider_panel import PoolPanel
 from claudex.console.components.provider_table import ProviderTable
 from claudex.console.components.request_log import MAX_ROWS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
@@ -124,6 +125,8 @@ class MainScreen(RequestsMixin):
         self.view: str | None = None  # "grid" | "table"; None: chosen by the profile count
         self._view_chosen = False  # the operator pressed v: the count no longer decides
         self._panels: dict[str, ProviderPanel] = {}
+        self._pool_panels: dict[str, PoolPanel] = {}
+        self._pool_names: list[str] = []
         self._panel_inputs: dict[str, tuple[Any, ...]] = {}
         self._last_refresh = -1e9
         self._refresh_pending = False
@@ -237,8 +240,16 @@ class MainScreen(RequestsMixin):
         self.snapshot_data = snapshot
         profiles: dict[str, dict[str, Any]] = {p["name"]: p for p in snapshot.get("profiles", [])}
         self._sync_names(list(profiles))
+        pools: list[dict[str, Any]] = snapshot.get("pools") or []
+        member_of = {str(m.get("name")): (str(pool.get("name")), m)
+                     for pool in pools for m in pool.get("members") or []}
         if self.view == "grid":
-            await self._sync_panels(list(profiles))
+            await self._sync_panels(list(profiles), pools)
+            for pool in pools:
+                pool_panel = self._pool_panels.get(str(pool.get("name")))
+                if pool_panel is not None:
+                    pool_panel.show(pool, profiles, is_default=pool.get("name")
+                                    == snapshot.get("default_profile"))
         if self.selected not in profiles:
             default = snapshot.get("default_profile")
             self.selected = default if default in profiles else next(iter(profiles), None)
@@ -247,7 +258,8 @@ class MainScreen(RequestsMixin):
         now_wall = self.wall()
         default = snapshot.get("default_profile")
         if self.view == "table":
-            if self._table.show(list(profiles.values()), now_wall, self.selected):
+            if self._table.show(list(profiles.values()), now_wall, self.selected,
+                                snapshot.get("pools") or ()):
                 self._table_titled()
         for name, panel in (self._panels.items() if self.view == "grid" else ()):
             profile = profiles.get(name)
@@ -258,29 +270,55 @@ class MainScreen(RequestsMixin):
             history = tuple(self._history.get(name, ()))
             selected, is_default = name == self.selected, name == default
             # The panel's whole input; when it has not changed, neither has the panel.
-            key = (profile, history, selected, is_default, fault, _error_age(profile, now_wall))
+            membership = member_of.get(name)
+            key = (profile, history, selected, is_default, fault, _error_age(profile, now_wall),
+                   membership)
             if self._panel_inputs.get(name) == key:
                 continue
             panel.show(profile, history, now_wall, selected=selected, is_default=is_default,
-                       fault=fault)
+                       fault=fault, pool=membership)
             self._panel_inputs[name] = key
-        self._chain.show(self.selected, profiles)
+        self._chain.show(self.selected, profiles, pools)
         self._header.extra = (self.demo.traffic_text() if self.demo else "") or self.context_label
         state = self.link.state()
         # An attached engine that stopped answering: the last picture stays, greyed.
         self.set_class(not state.connected, "-disconnected")
         self._header.show(snapshot, state, now_wall)
 
-    async def _sync_panels(self, names: list[str]) -> None:
-        if names == self._panel_names:
+    async def _sync_panels(self, names: list[str],
+                           pools: list[dict[str, Any]] | None = None) -> None:
+        """A panel per profile in the file's order; a pool's panel goes where its first member
+        was, its members' panels beneath it (DESIGN.md "Pools")."""
+        groups = [(str(p.get("name")), [str(m.get("name")) for m in p.get("members") or []])
+                  for p in pools or []]
+        order: list[str] = []  # profile names, and "pool:NAME" for a pool's own panel
+        grouped = {member for _, members in groups for member in members}
+        for name in names:
+            if name in order:
+                continue
+            if name in grouped:
+                pool, members = next(g for g in groups if name in g[1])
+                order.append(f"pool:{pool}")
+                order += [m for m in members if m in names and m not in order]
+            else:
+                order.append(name)
+        if order == self._panel_names:
             return
         container = self.query_one("#panels")
         await container.remove_children()
-        panels = {name: ProviderPanel(name) for name in names}
-        await container.mount_all(panels.values())
+        widgets: list[ProviderPanel | PoolPanel] = []
+        panels: dict[str, ProviderPanel] = {}
+        pool_panels: dict[str, PoolPanel] = {}
+        for name in order:
+            if name.startswith("pool:"):
+                widgets.append(pool_panels.setdefault(name[5:], PoolPanel(name[5:])))
+            else:
+                widgets.append(panels.setdefault(name, ProviderPanel(name)))
+        await container.mount_all(widgets)
         self._panels = panels
+        self._pool_panels = pool_panels
         self._panel_inputs.clear()
-        self._panel_names = names
+        self._panel_names = order
 
     def _history_of(self, name: str) -> deque[float]:
         return self._history.setdefault(name, deque(maxlen=HISTORY))
