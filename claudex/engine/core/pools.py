@@ -90,12 +90,15 @@ class PoolBalancer:
             return PoolTurn(pool, ranked, conversation)
         member = binding.member
         order = [member, *(m for m in ranked if m != member)]
-        out = self.out_for(member)
+        return PoolTurn(pool, order, conversation, member, move=self._cold(binding))
+
+    def _cold(self, binding: Binding) -> bool:
+        """Whether `binding`'s member is out for longer than its cache of the conversation
+        lives: when it is back, more than `CACHE_S` will have passed since it last served."""
+        out = self.out_for(binding.member)
         if out is None:
-            return PoolTurn(pool, order, conversation, member, move=False)
-        # Out: served elsewhere; the binding moves only if the cache will be cold on return.
-        cold = math.isinf(out) or (self._clock() - binding.last_served) + out > CACHE_S
-        return PoolTurn(pool, order, conversation, member, move=cold)
+            return False
+        return math.isinf(out) or (self._clock() - binding.last_served) + out > CACHE_S
 
     async def _shared_binding(self, pool: Pool, conversation: str) -> Binding | None:
         assert self.shared is not None
@@ -181,8 +184,12 @@ class PoolBalancer:
             return
         pool = turn.pool.name
         if turn.bound is not None and member != turn.bound and not turn.move:
-            self.bindings.seen(pool, conversation)  # out briefly: its cache is still warm
-            return
+            # The member failed this turn: out briefly, its cache stays warm and the binding
+            # with it; out for long (its window spent by this very turn), the binding moves.
+            binding = self.bindings.get(pool, conversation)
+            if binding is not None and binding.member == turn.bound and not self._cold(binding):
+                self.bindings.seen(pool, conversation)
+                return
         self.bindings.bind(pool, conversation, member)
         if self.shared is not None:
             self.shared.publish(pool, conversation, member, self._wall())

@@ -141,3 +141,15 @@ def test_the_balancer_costs_nothing_without_pools() -> None:
     engine = engine_with("", clock)
     assert engine.pools is None
     assert isinstance(PoolBalancer, type)
+
+
+async def test_a_member_spent_by_the_turn_itself_loses_the_binding_at_once() -> None:
+    clock = FakeClock()
+    engine = engine_with(STICKY, clock)
+    assert engine.pools is not None
+    engine.pools.served(await order(engine, request()), "a")
+    turn = await order(engine, request())
+    assert turn.bound == "a" and not turn.move  # eligible when the turn started
+    engine.runtimes["a"].window_spent_until = clock.wall() + 3600  # its answer: spent
+    engine.pools.served(turn, "b")
+    assert engine.bindings.get("p", turn.conversation).member == "b"  # type: ignore[union-attr]
