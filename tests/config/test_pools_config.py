@@ -178,3 +178,14 @@ def test_deleting_a_member_takes_it_out_of_the_pool() -> None:
     after = with_profile_deleted(POOLED, "acct-a")
     (pool,) = parse_config(after, "t.toml", env={}).pools
     assert pool.members == ("acct-b",) and dict(pool.weights) == {}
+
+
+def test_the_docs_pool_config_loads_as_written() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "pools-and-routes.md").read_text()
+    section = page[page.index("## Pools {#pools}"):]
+    found = re.search(r"```toml\n(.*?)```", section, re.S)
+    assert found is not None
+    config = parse_config(found.group(1), "doc.toml", env={"DEEPSEEK_API_KEY": "k"})
+    (pool,) = config.pools
+    assert pool.members == ("acct-work", "acct-home") and config.default_name == "claude"
+    assert pool.weight("acct-work") == 2 and pool.backup_providers == ("deepseek",)
