@@ -37,6 +37,11 @@ def palette_commands(main: MainScreen) -> list[Command]:
     for name in main.profile_names:
         commands.append((f"Select {name}", partial(main.select, name),
                          "show its panel and chain"))
+    if not main.read_only:
+        for pool in main.snapshot_data.get("pools") or []:
+            name = str(pool.get("name"))
+            commands.append((f"Edit pool {name}", partial(main.edit_pool, name),
+                             "its members, balance, weights and backups"))
     return commands
 
 

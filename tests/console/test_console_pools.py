@@ -94,3 +94,71 @@ async def test_the_pool_is_a_group_with_its_members_beneath(engine: Engine) -> N
         assert table.rows[0].state == "sticky" and "5 bound" in table.rows[0].last_error
         assert "claude" not in table.names
         save(app, "pools-table")
+
+
+async def test_the_pool_editor_edits_members_balance_weights_and_backups(
+        tmp_path: Path) -> None:
+    from textual.widgets import Input, Select
+
+    from claudex.config.loader import load_config
+    from claudex.console.commands import palette_commands
+    from claudex.console.pool_editor import PoolEditorScreen
+
+    fakes = [FakeProvider(name, "anthropic") for name in (*MEMBERS, "spare")]
+    for fake in fakes:
+        await fake.start()
+    path = tmp_path / "profiles.toml"
+    path.write_text(GLOBALS + "".join(profile_toml(f.name, f) for f in fakes) + """
+# the team's accounts
+[[profiles]]
+name = "claude"
+members = ["acct-a", "acct-b"]  # more to come
+""")
+    path.chmod(0o600)
+    engine = Engine(load_config(path, env=TEST_ENV), env=TEST_ENV)
+    try:
+        app = ConsoleApp(LocalLink(engine))
+        async with app.run_test(size=SIZE) as pilot:
+            await settle(app, pilot)
+            titles = [title for title, _, _ in palette_commands(app.main_screen)]
+            assert "Edit pool claude" in titles
+            app.main_screen.edit_pool("claude")
+            await pilot.pause()
+            await pilot.pause()
+            editor = app.screen
+            assert isinstance(editor, PoolEditorScreen)
+            for _ in range(20):  # the file is read in a worker
+                if editor.query_one("#pool-members", Input).value:
+                    break
+                await pilot.pause()
+            assert editor.query_one("#pool-members", Input).value == "acct-a, acct-b"
+            save(app, "pools-editor")
+            # A mistake is named and nothing is written.
+            editor.query_one("#pool-members", Input).value = "acct-a, acct-z"
+            await pilot.press("ctrl+s")
+            for _ in range(40):
+                if editor.problems:
+                    break
+                await pilot.pause()
+            assert any('unknown profile "acct-z"' in p for p in editor.problems)
+            assert "acct-z" not in path.read_text()
+            editor.query_one("#pool-members", Input).value = "acct-c, acct-a, acct-b"
+            editor.query_one("#pool-balance", Select).value = "round_robin"
+            editor.query_one("#pool-weights", Input).value = "acct-c=3"
+            editor.query_one("#pool-backups", Input).value = "spare"
+            await pilot.press("ctrl+s")
+            for _ in range(40):
+                if app.screen is not editor:
+                    break
+                await pilot.pause()
+            assert app.screen is not editor
+        text = path.read_text()
+        assert "# the team's accounts" in text
+        (pool,) = load_config(path, env=TEST_ENV).pools
+        assert pool.members == ("acct-c", "acct-a", "acct-b")
+        assert pool.balance == "round_robin" and pool.weight("acct-c") == 3
+        assert pool.backup_providers == ("spare",)
+    finally:
+        await engine.close()
+        for fake in fakes:
+            await fake.stop()

@@ -230,6 +230,17 @@ class ActionsMixin(Screen[None]):
             return
         self.app.push_screen(factory(path, name), callback=self._edited)
 
+    def edit_pool(self, name: str) -> None:
+        """The pool editor (console/pool_editor.py) over pool `name`'s table."""
+        if self._refused("edit"):
+            return
+        path = self._config_path()
+        if path is None:
+            return
+        from claudex.console.pool_editor import PoolEditorScreen
+
+        self.app.push_screen(PoolEditorScreen(path, name), callback=self._edited)
+
     def _edited(self, saved: bool | None) -> None:
         if saved:
             self.run_worker(self.reload_config(), group="config-io", exit_on_error=False,
