@@ -17,6 +17,7 @@ from claudex.console.components.key_bar import DROP_ORDER, PALETTE
 from claudex.console.components.request_log import RequestLog
 from claudex.console.editor import ProfileEditorScreen
 from claudex.console.editor_conflict import ConflictScreen
+from claudex.console.pool_editor import PoolEditorScreen
 from claudex.console.screens.actions import ACTION_TEXT, DEMO_ONLY, FAULT_TEXT, MODIFYING
 from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.help import COLOUR_LEGEND, HelpScreen
@@ -39,6 +40,8 @@ OTHER_SCREENS: tuple[tuple[str, type[DOMNode], str], ...] = (
     ("Trip dialog", TripScreen, "`t`: for how long (`20m`, `1h30m`, blank for until reset) and "
                                 "why; `enter` in either field trips."),
     ("Profile editor", ProfileEditorScreen, "`e` (edit) and `a` (add)."),
+    ("Pool editor", PoolEditorScreen, "`ctrl+p`, then `Edit pool NAME`: a pool's members, "
+                                      "balance, weights and backups."),
     ("The file changed while you edited", ConflictScreen, "The editor's save found the file "
                                                          "changed on disk meanwhile."),
     ("Several engines", ConsoleApp, "`claudex console --url A --url B`: one screen per "
