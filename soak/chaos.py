@@ -9,10 +9,15 @@ Actions:
     rotate         the OAuth provider starts accepting only a new access token, which the fake
                    token endpoint hands out on the next refresh (the proxy must refresh on 401)
     trip / reset   an operator trips a breaker through the admin API, and resets it later
+    context_small  the provider's context window shrinks below the traffic's long prompts
+                   (`CONTEXT_WINDOW` of the fakes' tokens) for a while: a long request is
+                   refused there with the real 400 wording; as a backup claudex fails over,
+                   learns the window and passes it over for later long requests
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import random
 import time
@@ -23,8 +28,12 @@ from typing import Any
 MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
     ("cut_before_content", 3), ("stream_error", 2), ("stall", 2), ("ok", 8), ("rotate", 3),
-    ("trip", 2),
+    ("trip", 2), ("context_small", 2),
 )
+CONTEXT_WINDOW = 200
+"""The window a `context_small` fault sets, in the fakes' tokens (a quarter of the body's bytes):
+over the traffic's short prompts (~50), under its long ones (~260). Always the same, so what
+claudex learned from one such fault is what the next one refuses."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,19 @@ class ChaosAction:
     def describe(self) -> str:
         extra = ", ".join(f"{k}={v}" for k, v in self.settings.items())
         return f"+{self.at:6.2f}s {self.target:<6} {self.kind}" + (f" ({extra})" if extra else "")
+
+
+def shrink_context(fake: Any, settings: dict[str, Any]) -> None:
+    """A `context_small` action on `fake` (a `FakeProvider`): its window shrinks to
+    `settings["window"]` for `settings["duration_s"]`, then it is unlimited again."""
+    window = settings["window"]
+    fake.context_window = window
+
+    def restore() -> None:
+        if fake.context_window == window:
+            fake.context_window = None
+
+    asyncio.get_running_loop().call_later(settings["duration_s"], restore)
 
 
 def _retry_after(rng: random.Random) -> dict[str, Any]:
@@ -72,6 +94,8 @@ def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
                 "duration_s": 3.0}
     if kind == "stall":  # 0: stalled before content (fails over), else silent after it
         return {"cut_after_events": rng.randint(0, 2), "duration_s": outage}
+    if kind == "context_small":
+        return {"window": CONTEXT_WINDOW, "duration_s": round(rng.uniform(1.0, 4.0), 2)}
     if kind == "stream_error":
         return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20),
                 "duration_s": 3.0}

@@ -135,3 +135,26 @@ def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]]) -> str | N
     if ex.status == 200 and arrivals and arrivals[-1][1] != served_by:
         return f"served by {served_by} but the last upstream call went to {arrivals[-1][1]}"
     return None
+
+
+def context_relearned(exchanges: Iterable[Exchange]) -> list[str]:
+    """No long request sent to a backup whose context window the engine already knew was too
+    small for it: once a backup refused one (`context_exceeded`), a request started after that
+    answer that meets the same backup with the same model (the client's protocol decides the
+    model a backup gets) must pass it over unsent (`context_too_small`). The fault's window is
+    always the same, so nothing learned goes stale."""
+    learned: dict[tuple[str, str], float] = {}  # (backup, protocol) -> when claudex knew it
+    problems: list[str] = []
+    for ex in sorted(exchanges, key=lambda e: e.started):
+        for provider, outcome in attempt_tokens(ex):
+            if outcome != "context_exceeded":
+                continue
+            key = (provider, ex.spec.protocol)
+            known = learned.get(key)
+            if known is not None and ex.started > known:
+                problems.append(f"request {ex.spec.id} ({ex.spec.protocol}): sent to {provider}, "
+                                f"whose context window claudex learned "
+                                f"{1000 * (ex.started - known):.0f} ms before")
+            elif known is None and ex.status is not None:
+                learned[key] = ex.ended
+    return problems

@@ -41,7 +41,7 @@ import httpx
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
 from claudex.demo.world import free_port
-from soak.chaos import ChaosAction, schedule
+from soak.chaos import ChaosAction, schedule, shrink_context
 from soak.checks import BAD_OUTCOMES, judge
 from soak.traffic import Exchange, drive
 from soak.world import KEYS, OAUTH_PROVIDER, PROVIDERS, Limits, config_text, write_credentials
@@ -353,6 +353,8 @@ class FleetSoak:
                         f"{action.kind} {action.target} at {inst.name}: {resp.status_code}")
             except httpx.TransportError:
                 pass  # it began restarting meanwhile
+        elif action.kind == "context_small":
+            shrink_context(fake, action.settings)
         else:
             fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
 
@@ -382,6 +384,7 @@ class FleetSoak:
     async def _quiet_and_agree(self) -> None:
         for fake in self.fakes.values():
             fake.set_fault("ok")
+            fake.context_window = None
         for name, _ in PROVIDERS:
             await self.http.post(self.instances[0].url + f"/_claudex/breakers/{name}/reset")
         deadline = time.monotonic() + 10.0

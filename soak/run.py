@@ -23,10 +23,11 @@ from typing import Any
 import httpx
 
 from soak.breaker_model import FORCED_OPEN, BreakerModel, Transition
-from soak.chaos import ChaosAction, schedule
+from soak.chaos import ChaosAction, schedule, shrink_context
 from soak.checks import (
     BAD_OUTCOMES,
     Verdict,
+    context_relearned,
     failed_over,
     judge,
     upstream_calls,
@@ -212,12 +213,15 @@ class _Soak:
                 self.report.violations.append(f"{action.kind} {action.target}: {resp.status_code}")
             elif action.kind == "trip":
                 self.trips_done += 1
+        elif action.kind == "context_small":
+            shrink_context(fake, action.settings)
         else:
             fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
 
     async def _heal(self) -> None:
         for fake in self.world.fakes.values():
             fake.set_fault("ok")
+            fake.context_window = None
         assert self.admin is not None
         status = (await self.admin.get("/_claudex/status")).json()
         for profile in status["profiles"]:
@@ -295,6 +299,7 @@ class _Soak:
             problem = upstream_problem(ex, calls.get(ex.spec.id, []))
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
+        report.violations.extend(context_relearned(self.exchanges))
         rss_growth = report.rss_mb[1] - report.rss_mb[0]
         if rss_growth > RSS_GROWTH_LIMIT_MB:
             report.violations.append(f"RSS grew {rss_growth:.1f} MB (limit {RSS_GROWTH_LIMIT_MB})")

@@ -20,6 +20,8 @@ import aiohttp
 PROFILE_WEIGHTS: Final = (("alpha", 5), ("beta", 3), ("gamma", 2))
 # The clients' protocols, equally likely: Claude Code's, Chat Completions', Codex CLI's.
 PROTOCOLS: Final = ("anthropic", "openai", "responses")
+LONG_SHARE: Final = 0.125
+_LONG_TAIL: Final = " Context follows." + " lorem ipsum dolor" * 55  # ~1,000 characters
 _PATHS: Final = {"anthropic": "v1/messages", "openai": "v1/chat/completions",
                  "responses": "v1/responses"}
 
@@ -30,6 +32,7 @@ class RequestSpec:
     protocol: str  # the client's: "anthropic" | "openai" | "responses"
     profile: str
     stream: bool
+    long: bool = False  # a long prompt (~260 tokens), which a `context_small` fault refuses
 
     @classmethod
     def draw(cls, seed: int, request_id: int) -> RequestSpec:
@@ -37,7 +40,8 @@ class RequestSpec:
         profiles = [p for p, _ in PROFILE_WEIGHTS]
         weights = [w for _, w in PROFILE_WEIGHTS]
         return cls(request_id, rng.choice(PROTOCOLS),
-                   rng.choices(profiles, weights)[0], rng.random() < 0.5)
+                   rng.choices(profiles, weights)[0], rng.random() < 0.5,
+                   rng.random() < LONG_SHARE)
 
     def think_s(self, mean_ms: float) -> float:
         return random.Random(self.id).uniform(0, 2 * mean_ms) / 1000
@@ -47,7 +51,7 @@ class RequestSpec:
         return f"/proxy/{self.profile}/{_PATHS[self.protocol]}"
 
     def body(self) -> bytes:
-        prompt = f"soak-{self.id}: say something short"
+        prompt = f"soak-{self.id}: say something short" + (_LONG_TAIL if self.long else "")
         if self.protocol == "anthropic":
             body: dict[str, object] = {"model": "claude-sonnet-4-5", "max_tokens": 64,
                                        "messages": [{"role": "user", "content": prompt}]}

@@ -79,7 +79,7 @@ _UNSTATED = re.compile(
     re.IGNORECASE)
 _N_CTX = re.compile(rb'"n_ctx"\s*:\s*(\d+)')  # llama.cpp's field beside its message
 # Below this a "window" is more likely a misread number than a real model's context.
-_SMALLEST_WINDOW = 256
+_SMALLEST_WINDOW = 100
 
 
 @dataclass(frozen=True)

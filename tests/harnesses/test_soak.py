@@ -145,3 +145,31 @@ async def test_a_30_second_chaos_soak_loses_nothing(tmp_path: Path) -> None:
     trips = sum(n for pair, n in transitions.items() if pair.endswith("->forced_open"))
     assert trips >= 1 and report.refreshes >= 1 and report.exit_status == 0, summary
     assert summary_table(report).row_count > 10
+
+
+def test_a_long_request_sent_again_to_a_backup_known_too_small_is_a_violation() -> None:
+    from soak.checks import context_relearned
+
+    def at(started: float, trail: str, protocol: str = "anthropic") -> Exchange:
+        ex = exchange(protocol, False, 200, b"{}", headers={"x-claudex-attempts": trail})
+        ex.started, ex.ended = started, started + 0.01
+        return ex
+
+    learning = at(1.0, "alpha:529,beta:context_exceeded,gamma:200")
+    skipped = at(2.0, "alpha:529,beta:context_too_small,gamma:200")
+    concurrent = at(1.005, "alpha:529,beta:context_exceeded,gamma:200")  # before it knew
+    other_model = at(3.0, "alpha:529,beta:context_exceeded,gamma:200", "openai")
+    assert context_relearned([learning, skipped, concurrent, other_model]) == []
+    again = at(4.0, "alpha:529,beta:context_exceeded,gamma:200")
+    [problem] = context_relearned([learning, skipped, again])
+    assert "sent to beta, whose context window claudex learned 2990 ms before" in problem
+
+
+def test_the_schedule_shrinks_context_windows_below_the_long_prompts_only() -> None:
+    from soak.chaos import CONTEXT_WINDOW
+    actions = list(itertools.islice(schedule(1, ("alpha", "beta", "gamma"), "alpha"), 400))
+    shrinks = [a for a in actions if a.kind == "context_small"]
+    assert shrinks and all(a.settings["window"] == CONTEXT_WINDOW for a in shrinks)
+    short, long = RequestSpec(7, "anthropic", "alpha", False), \
+        RequestSpec(7, "anthropic", "alpha", False, long=True)
+    assert len(short.body()) // 4 < CONTEXT_WINDOW < len(long.body()) // 4

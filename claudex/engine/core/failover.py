@@ -463,10 +463,15 @@ class Forwarder:
     def _learn_context_window(self, rt: ProviderRuntime, exchange: Exchange,
                               stated: int | None) -> None:
         """Remember the window the provider stated for the model sent, or, when it did not say
-        its size, the estimate of the prompt it refused (a later one as long is passed over);
-        one event and one log line when it is new."""
+        its size, just under the estimate of the prompt it refused (a later one as long is
+        passed over); one event and one log line when it is new."""
         req = exchange.req
-        window = stated if stated is not None else estimated_prompt_tokens(req.protocol, req.body)
+        if stated is not None:
+            window = stated
+        else:  # under this prompt's estimate, and under any refused before it
+            window = estimated_prompt_tokens(req.protocol, req.body) - 1
+            known = rt.context_limits.get(exchange.model or "")
+            window = window if known is None else min(known, window)
         if window < 1 or not rt.learn_context_window(exchange.model, window):
             return
         said = "" if stated is not None else "about "
