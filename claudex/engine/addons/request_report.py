@@ -27,6 +27,7 @@ from claudex.engine.events import Event, EventBus, EventKind
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of_attempts
 from claudex.engine.secrets import SCRUBBER
+from claudex.providers.windows import Window
 
 if TYPE_CHECKING:
     from claudex.engine.core.hooks import Flow
@@ -50,6 +51,9 @@ class RequestEventsAddon:
         record = RequestRecord(flow.req, result, flow.ms, flow.usage, time.time())
         # Its price at API prices (engine/addons/cost.py, which runs before this one).
         record.cost_usd, record.cost_basis = flow.cost_usd, flow.cost_basis
+        data = flow.data
+        if data is not None and (seen := data.get("windows")) is not None:
+            record.windows = seen.get("windows")  # the quota windows (engine/addons/windows.py)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request %s", record.sentence())
         if self._events.wants("request"):
@@ -85,6 +89,7 @@ class RequestRecord:
         "stream",
         "time",
         "usage",
+        "windows",
     )
 
     kind: EventKind = "request"
@@ -114,6 +119,8 @@ class RequestRecord:
                                         for a in result.attempts]
         self.ms = ms
         self.usage = usage
+        # The plan's quota windows the last answer described: (provider, windows), or None.
+        self.windows: tuple[str, tuple[Window, ...]] | None = None
         self._event: Event | None = None
 
     def trail(self) -> str:
@@ -166,6 +173,7 @@ class RequestRecord:
             "route": self.route,
             "headers": shown_headers(self.headers),
             "first_content_ms": self.first_content_ms(),
+            "windows": windows_json(self.windows),
         }
         if self.instance is not None:
             data["instance"] = self.instance
@@ -184,6 +192,15 @@ class RequestRecord:
             event = self._event = Event("request", self.sentence(), self.provider,
                                         self.event_data(), self.time, self.id)
         return event
+
+
+def windows_json(seen: tuple[str, tuple[Window, ...]] | None) -> dict[str, Any] | None:
+    """The windows a request's last answer described, as the event and the journal keep
+    them: `{"provider": "claude", "windows": [{"name": "5h", "used": 0.42, ...}, ...]}`."""
+    if seen is None:
+        return None
+    provider, windows = seen
+    return {"provider": provider, "windows": [w.to_json() for w in windows]}
 
 
 def _scrubbed(attempt: Attempt) -> Attempt:

@@ -1,4 +1,5 @@
-"""A fleet: claudex instances sharing breaker facts, trips and cooldowns through Redis.
+"""A fleet: claudex instances sharing breaker facts, trips, cooldowns and spent plan windows
+through Redis.
 
 Each instance keeps its own breakers (engine/breaker/circuit.py, pure) and its own decisions: the
 request path reads only local state and never awaits Redis. This module sits beside it:
@@ -116,6 +117,7 @@ class Fleet(FleetHealth):
         self._dirty: set[tuple[str, Register]] = set()
         self._wake = asyncio.Event()
         self._cooldown_seen: dict[str, float] = {}
+        self._spent_seen: dict[str, float] = {}  # spent windows told or heard (wall time)
         self._driving = False
         self.redis = "connecting"  # "connected" | "unreachable"
         self.error: str | None = None
@@ -222,6 +224,11 @@ class Fleet(FleetHealth):
             elif (wanted.breaker == "closed" and fact.register == "traffic"
                   and fact.state == "closed"):
                 breaker.peer_closed()
+        if wanted.spent_until is not None and fact.register == "window":
+            # A plan's window another instance found spent: skipped here too until its reset.
+            if wanted.spent_until > rt.window_spent_until:
+                rt.window_spent_until, rt.window_spent_name = wanted.spent_until, fact.reason
+                self._spent_seen[fact.provider] = wanted.spent_until
         if wanted.cooling_until is not None and fact.register in ("operator", "cooldown"):
             until = self._clock() + (wanted.cooling_until - now_wall)
             if until > rt.cooldown_until:
@@ -239,6 +246,12 @@ class Fleet(FleetHealth):
                 self._cooldown_seen[name] = until
                 self._record(Fact(name, "cooldown", "cooling", now_wall, self.name,
                                   now_wall + (until - now)))
+            # A spent plan window (retries.py sets it, in wall time): news when it grew.
+            spent = rt.window_spent_until
+            if spent > now_wall and spent > self._spent_seen.get(name, 0.0):
+                self._spent_seen[name] = spent
+                self._record(Fact(name, "window", "spent", now_wall, self.name, spent,
+                                  rt.window_spent_name))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -11,6 +11,8 @@ A fact is about one provider and lives in one of three registers:
   everywhere at once without another write.
 - `traffic`: "open" (failures opened a breaker, until `until`) or "closed" (a probe succeeded).
 - `cooldown`: "cooling" until `until` (a 429's Retry-After).
+- `window`: "spent" until `until` (a plan's quota window, until its reset; `reason` names the
+  window, `5h`). An operator's reset does not end it: the plan is spent whatever claudex does.
 
 Each register holds the last write: the newer fact wins, newer meaning a later `(at, by)` — the
 wall time it was written and the instance that wrote it (a tie between two instances is broken by
@@ -29,12 +31,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Register = Literal["operator", "traffic", "cooldown"]
-REGISTERS: tuple[Register, ...] = ("operator", "traffic", "cooldown")
+Register = Literal["operator", "traffic", "cooldown", "window"]
+REGISTERS: tuple[Register, ...] = ("operator", "traffic", "cooldown", "window")
 _STATES: dict[Register, frozenset[str]] = {
     "operator": frozenset({"forced_open", "reset"}),
     "traffic": frozenset({"open", "closed"}),
     "cooldown": frozenset({"cooling"}),
+    "window": frozenset({"spent"}),
 }
 
 # How long Redis keeps a record that does not expire by itself: long enough that an instance
@@ -116,6 +119,7 @@ class Registers:
     operator: Fact | None = None
     traffic: Fact | None = None
     cooldown: Fact | None = None
+    window: Fact | None = None
 
     def get(self, register: Register) -> Fact | None:
         value: Fact | None = getattr(self, register)
@@ -129,7 +133,8 @@ class Registers:
         return True
 
     def facts(self) -> list[Fact]:
-        return [f for f in (self.operator, self.traffic, self.cooldown) if f is not None]
+        return [f for f in (self.operator, self.traffic, self.cooldown, self.window)
+                if f is not None]
 
 
 BreakerView = Literal["forced_open", "open", "closed"]
@@ -143,12 +148,16 @@ class View:
     open_until: float | None = None  # wall time, for "open"
     cooling_until: float | None = None  # wall time; None when no cooldown holds
     reset_at: float | None = None  # the reset that cancelled what came before, if any
+    spent_until: float | None = None  # wall time a plan's spent window resets; None: not spent
 
 
 def view(regs: Registers, now_wall: float) -> View:
     op, traffic, cool = regs.operator, regs.traffic, regs.cooldown
+    spent = regs.window.until if regs.window is not None and regs.window.live(now_wall) \
+        else None
     if op is not None and op.state == "forced_open" and op.live(now_wall):
-        return View("forced_open", cooling_until=_cooling(cool, None, now_wall))
+        return View("forced_open", cooling_until=_cooling(cool, None, now_wall),
+                    spent_until=spent)
     # A timed trip that ended counts as the operator's last word, like a reset: what traffic
     # said before it is over too.
     reset = op if op is not None else None
@@ -158,7 +167,7 @@ def view(regs: Registers, now_wall: float) -> View:
             and traffic.newer_than(reset)):
         breaker, open_until = "open", traffic.until
     return View(breaker, open_until, _cooling(cool, reset, now_wall),
-                None if reset is None else reset.at)
+                None if reset is None else reset.at, spent)
 
 
 def _cooling(cool: Fact | None, reset: Fact | None, now_wall: float) -> float | None:

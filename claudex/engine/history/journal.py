@@ -7,7 +7,9 @@ core/usage.py counts), what they cost at API prices (`cost_usd`, NULL when the p
 not know the model; `cost_basis` says `api_equivalent` for a subscription login, whose real
 cost is its plan), its request id, the route the client used, the client's headers
 (engine/header_policy.py: every name, values off its allow-list masked) and the route that chose
-its profile (`routed`: "long_context -> gemini"); for every other event its kind, profile,
+its profile (`routed`: "long_context -> gemini") and the plan's quota windows its last answer
+described (`windows`, JSON: `{"provider": "claude", "windows": [{"name": "5h", "used": 0.42,
+...}]}`); for every other event its kind, profile,
 sentence and data. Never a body or a secret (the engine's events hold none: their texts pass the
 scrubber before they are published, and headers are masked then).
 
@@ -65,6 +67,7 @@ from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
 from claudex.engine.header_policy import shown_headers
+from claudex.providers.windows import Window
 
 log = logging.getLogger("claudex.history")
 
@@ -81,7 +84,7 @@ CREATE TABLE IF NOT EXISTS requests (
     latency_ms REAL, stream INTEGER, trail TEXT, attempts TEXT, dropped TEXT,
     input_tokens INTEGER, output_tokens INTEGER, cache_read_tokens INTEGER,
     request_id TEXT, route TEXT, headers TEXT, cache_write_tokens INTEGER, cost_usd REAL,
-    cost_basis TEXT, routed TEXT);
+    cost_basis TEXT, routed TEXT, windows TEXT);
 CREATE INDEX IF NOT EXISTS requests_time ON requests(time);
 CREATE TABLE IF NOT EXISTS events (
     rowid INTEGER PRIMARY KEY, event_id INTEGER, time REAL NOT NULL, kind TEXT, profile TEXT,
@@ -93,10 +96,12 @@ _REQUEST_COLUMNS: Final = ("event_id", "time", "protocol", "endpoint", "model", 
                            "provider", "status", "outcome", "latency_ms", "stream", "trail",
                            "attempts", "dropped", "input_tokens", "output_tokens",
                            "cache_read_tokens", "request_id", "route", "headers",
-                           "cache_write_tokens", "cost_usd", "cost_basis", "routed")
+                           "cache_write_tokens", "cost_usd", "cost_basis", "routed",
+                           "windows")
 # Columns added after the first schema: a database file from before gains them when opened.
+# `windows`: the plan's quota windows the request's last answer described (issue 22), JSON.
 _ADDED_REQUEST_COLUMNS: Final = (("request_id", "TEXT"), ("route", "TEXT"), ("headers", "TEXT"),
-                                 ("routed", "TEXT"))
+                                 ("routed", "TEXT"), ("windows", "TEXT"))
 # Added with the cost (issue 24), together, with the old rows' input brought to the convention
 # of core/usage.py (see `_add_cost_columns`).
 _COST_COLUMNS: Final = (("cache_write_tokens", "INTEGER"), ("cost_usd", "REAL"),
@@ -145,7 +150,8 @@ def _request_row(event: Event) -> tuple[Any, ...]:
             usage.get("cache_read_tokens"), d.get("request_id") or None, d.get("route") or None,
             json.dumps(d["headers"]) if d.get("headers") is not None else None,
             usage.get("cache_write_tokens"), d.get("cost_usd"), d.get("cost_basis"),
-            d.get("routed") or None)
+            d.get("routed") or None,
+            json.dumps(d["windows"]) if d.get("windows") is not None else None)
 
 
 class RequestFacts(Protocol):
@@ -172,6 +178,7 @@ class RequestFacts(Protocol):
     cost_usd: float | None
     cost_basis: str | None
     routed: str | None
+    windows: tuple[str, tuple[Window, ...]] | None
 
     def trail(self) -> str: ...
 
@@ -191,7 +198,13 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             usage.cache_read_tokens if usage is not None else None,
             r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
             usage.cache_write_tokens if usage is not None else None, r.cost_usd, r.cost_basis,
-            r.routed)
+            r.routed, None if r.windows is None else _windows_json(r.windows))
+
+
+def _windows_json(seen: tuple[str, tuple[Window, ...]]) -> str:
+    provider, windows = seen
+    return orjson.dumps({"provider": provider,
+                         "windows": [w.to_json() for w in windows]}).decode()
 
 
 _HEADERS_JSON: dict[int, tuple[dict[str, str], str]] = {}

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from claudex.demo.fake_plans import Plan
 from claudex.demo.world import free_port
 from tests.cli.test_cli import claudex
 from tests.conftest import anthropic_body, build_config, eventually, profile_toml
@@ -100,6 +101,30 @@ async def test_a_rate_limit_cooldown_is_shared(world: FleetWorld) -> None:
     await world.action("c", "reset")
     await world.wait_for(["a", "b"], lambda s: not cooling(s) and all(
         p["cooldown_s"] == 0 for p in s["profiles"] if p["name"] == "primary"))
+
+
+async def test_a_spent_plan_window_is_shared_until_its_reset(world: FleetWorld) -> None:
+    primary = world.fakes["primary"]
+    primary.plan = Plan.claude()
+    primary.plan.spend(600)
+    resp = await ask(world, "a")
+    assert well_formed(resp) and resp.headers["x-claudex-attempts"] == \
+        "primary:plan_limit,backup:200"
+
+    def spent(status: dict[str, Any]) -> bool:
+        return any(p["name"] == "primary" and p["window_spent_until"] is not None
+                   and p["window_spent"] == "5h" for p in status["profiles"])
+
+    await world.wait_for(["b", "c"], spent)
+    calls = primary.request_count
+    for name in ("b", "c"):
+        resp = await ask(world, name)
+        assert resp.headers["x-claudex-attempts"] == "primary:window_spent,backup:200"
+    assert primary.request_count == calls  # no instance asked the spent plan again
+    # An operator's reset is about claudex's breaker: the plan stays spent.
+    await world.action("c", "reset")
+    assert (await ask(world, "a")).headers["x-claudex-attempts"] == \
+        "primary:window_spent,backup:200"
 
 
 async def test_a_probe_success_closes_it_everywhere(world: FleetWorld) -> None:

@@ -25,8 +25,8 @@ api_key_env = "FAKE_KEY"
 
 
 def fact(register: str, state: str, at: float, by: str = "x",
-         until: float | None = None) -> Fact:
-    return Fact("p", register, state, at, by, until)  # type: ignore[arg-type]
+         until: float | None = None, reason: str | None = None) -> Fact:
+    return Fact("p", register, state, at, by, until, reason)  # type: ignore[arg-type]
 
 
 # -- merging -------------------------------------------------------------------------------
@@ -191,3 +191,14 @@ def test_a_half_open_breaker_admits_trials_only_while_it_holds_the_fleets_slot()
     fleet.redis = "unreachable"  # alone again: the instance decides for itself
     breaker.release(permit)
     assert breaker.try_acquire() is not None
+
+
+def test_a_spent_window_holds_until_its_reset_and_a_reset_does_not_end_it() -> None:
+    regs = Registers()
+    regs.offer(fact("window", "spent", T0, until=T0 + 600, reason="5h"))
+    assert view(regs, T0 + 1).spent_until == T0 + 600
+    regs.offer(fact("operator", "reset", T0 + 2))
+    assert view(regs, T0 + 3).spent_until == T0 + 600
+    assert view(regs, T0 + 600).spent_until is None
+    again = decode(fact("window", "spent", T0, until=T0 + 600, reason="5h").encode())
+    assert (again.register, again.state, again.reason) == ("window", "spent", "5h")
