@@ -109,6 +109,14 @@ def _integer(minimum: int, maximum: int | None = None) -> Checker:
     return check
 
 
+def _fraction(value: object) -> float:
+    """A share: a number from 0 up to, not including, 1 (`0.05`: 5 %)."""
+    number: float = _number(minimum=0)(value)
+    if number >= 1:
+        raise _Bad(f"must be below 1 (a share of the window: 0.05 is 5%), not {number:g}")
+    return number
+
+
 def _number(*, minimum: float | None = None, above: float | None = None) -> Checker:
     """A float; TOML integers are accepted (`30` means 30.0), booleans are not."""
 
@@ -358,6 +366,8 @@ _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "custom_headers": _header_table,
     "max_tokens": _integer(1),
     "context_window": _integer(1024),
+    # A share of a plan's quota window kept for direct use (DESIGN.md "Windows"), 0 <= r < 1.
+    "reserve": _fraction,
     # Claudex spells the Codex/ChatGPT login "chatgpt" or "openai".
     "oauth_provider": _choice(
         "oauth_provider",

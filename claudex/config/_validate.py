@@ -484,6 +484,7 @@ class _Builder:
             custom_headers=values.get("custom_headers", {}),
             max_tokens=values.get("max_tokens"),
             context_window=values.get("context_window"),
+            reserve=values.get("reserve", 0.0),
             oauth_provider=values.get("oauth_provider"),
             credentials_file=values.get("credentials_file"),
             token_url=values.get("token_url"),

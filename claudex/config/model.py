@@ -194,6 +194,9 @@ class Profile:
     # The provider's context window in tokens, when known: as a backup, a request estimated
     # over it is passed over without sending (DESIGN.md failure table).
     context_window: int | None = None
+    # A share of the plan's quota windows kept for the user's direct use (DESIGN.md "Windows"):
+    # at or above 1 - reserve of a window, new conversations start on the backups. 0: off.
+    reserve: float = 0.0
     oauth_provider: str | None = None
     credentials_file: str | None = None
     token_url: str | None = None

@@ -1051,3 +1051,14 @@ def test_context_window_is_read_and_a_bad_one_named_with_its_line() -> None:
     issue = only_issue('[[profiles]]\nname = "a"\nprovider_type = "OpenAICompatible"\n'
                        'base_url = "https://a.test/v1"\ncontext_window = 100\n')
     assert issue.message == "must be at least 1024, not 100"
+
+
+def test_reserve_is_a_share_below_one_and_a_bad_one_is_named_with_its_line() -> None:
+    head = ('[[profiles]]\nname = "a"\nprovider_type = "DirectAnthropic"\n'
+            'base_url = "https://a.test"\napi_key = ""\n')
+    assert parse_config(head, "t.toml").profiles[0].reserve == 0.0
+    assert parse_config(head + "reserve = 0.05\n", "t.toml").profiles[0].reserve == 0.05
+    issue = only_issue(head + "reserve = 5\n")
+    assert (issue.key, issue.line) == ("profiles.a.reserve", 6)
+    assert issue.message == "must be below 1 (a share of the window: 0.05 is 5%), not 5"
+    assert only_issue(head + 'reserve = "5%"\n').message == "must be a number, not a string"

@@ -95,7 +95,8 @@ def all_failed(req: ProxyRequest, trail: Trail, narrowed: Mapping[str, int] | No
     """429 with Retry-After when every relevant attempt was rate limited (a spent plan window
     included, or no slot at claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency
     limits in force; `spent`: the providers whose plan window is spent, in words."""
-    relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS]
+    relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS
+                and f.attempt.outcome != "reserve"]  # (the plan was then tried last)
     rate_limited = bool(relevant) and all(f.attempt.outcome in _RATE_LIMITED for f in relevant)
     # Scrubbed here too: the sentence is also logged and published as an escalation.
     sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,

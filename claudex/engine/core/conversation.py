@@ -164,3 +164,21 @@ def _openai_system_texts(messages: Any) -> Iterator[str]:
             return
         if role in ("system", "developer"):
             yield from _texts(message.get("content"))
+
+
+def first_turn(protocol: Protocol, body: Mapping[str, Any]) -> bool:
+    """Whether a request starts its conversation: nothing the model said (an assistant turn,
+    a tool call or its output) is in it yet, and it continues no stored response."""
+    if protocol == "responses":
+        if body.get("previous_response_id"):
+            return False
+        items = body.get("input")
+        if not isinstance(items, list):
+            return True
+        return not any(isinstance(item, dict) and (item.get("role") == "assistant" or item.get(
+            "type") in ("function_call", "function_call_output", "reasoning")) for item in items)
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return True
+    return not any(isinstance(m, dict) and m.get("role") in ("assistant", "tool")
+                   for m in messages)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,6 +35,7 @@ from claudex.engine.core.classify import (
     stated_context_window,
     stated_token_limit,
 )
+from claudex.engine.core.conversation import conversation_of, first_turn
 from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.gate import GatedResponse
 from claudex.engine.core.hooks import Flow, addon_failed
@@ -76,6 +78,9 @@ def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
         "misconfigured": rt.profile.problem or "misconfigured",
         "round_cap": "round cap reached",
     }.get(reason, reason)
+
+
+_RESERVED_KEPT = 10_000  # conversations remembered as started off a plan's reserve
 
 
 def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
@@ -128,6 +133,8 @@ class Forwarder:
         # Request ids: this engine's start time and a counter, both base 36 (`mfy3k2-1c`).
         self._id_base = _base36(int(core.wall()))
         self._ids = itertools.count(1)
+        # Conversations started on the backups because the plan was within its `reserve`.
+        self._reserve_keys: OrderedDict[str, None] = OrderedDict()
 
     # -- chain -------------------------------------------------------------------------------
 
@@ -256,11 +263,15 @@ class Forwarder:
         if way.name is None:
             name = req.profile or "(default)"
             return error_result(req, 404, f"No profile named {name!r} is configured.", [])
+        trail = flow.trail
+        head = core.runtimes.get(names[0]) if names else None
+        if head is not None and head.profile.reserve and len(names) > 1 and not way.addressed \
+                and head.windows and head.window_used() >= 1.0 - head.profile.reserve:
+            names = self._reserved(req, flow, head, names)
         now = core.clock()
         # Round cap: never try more providers than were eligible when the request started.
         cap = 1 if len(names) == 1 else sum(
             1 for n in names if self._skip_reason(core.runtimes.get(n), now) is None)
-        trail = flow.trail
         tried = 0
         estimate: int | None = None  # the prompt's tokens, estimated once when a window asks
         too_small = ""
@@ -336,6 +347,31 @@ class Forwarder:
         flow.all_failed = True
         core.escalate(sentence)
         return result
+
+    def _reserved(self, req: ProxyRequest, flow: Flow, rt: ProviderRuntime,
+                  names: list[str]) -> list[str]:
+        """The addressed plan's window is within its `reserve` (DESIGN.md "Windows"): a new
+        conversation (and a later turn of one that started so) starts on the backups, the plan
+        last, so the user keeps that room for direct use; one already under way there stays."""
+        key = conversation_of(req.protocol, req.headers, req.body).key
+        reserved = self._reserve_keys
+        if key not in reserved and not first_turn(req.protocol, req.body):
+            return names
+        reserved[key] = None
+        reserved.move_to_end(key)
+        if len(reserved) > _RESERVED_KEPT:
+            reserved.popitem(last=False)
+        top = max(rt.windows, key=lambda w: w.used)
+        skipped = Attempt(rt.name, "reserve", message=(
+            f"{top.name} {top.used:.0%} used: new conversations keep its reserve "
+            f"({rt.profile.reserve:.0%}) for direct use"))
+        flow.trail.skip(skipped)
+        for hook in self.core.hooks.attempt_ended:
+            try:
+                hook(flow, rt, skipped, None)
+            except Exception:
+                addon_failed(hook)
+        return [*names[1:], names[0]]
 
     # -- one provider --------------------------------------------------------------------------
 

@@ -4,10 +4,14 @@ itself after it; the windows every answer describes are kept per provider and sh
 
 from __future__ import annotations
 
+import json
+import sqlite3
 import time
+from pathlib import Path
 from typing import Any
 
 from claudex.demo.fake_plans import Plan
+from claudex.engine.history.journal import Journal, open_database
 from claudex.providers.windows import clock_text
 from tests.conftest import anthropic_body, build_config, profile_toml
 
@@ -155,3 +159,72 @@ async def test_a_plan_filled_by_the_tokens_served_fails_over_when_full(
     assert "sub:plan_limit,backup:200" in trails
     assert trails[-1] == "sub:window_spent,backup:200"
     assert proxy.fakes["sub"].plan.refused == 1
+
+
+async def test_the_journal_keeps_each_requests_windows(
+        fakes: Any, proxy_factory: Any, tmp_path: Path) -> None:
+    f = await fakes(("sub", "anthropic"), ("key", "anthropic"))
+    f["sub"].plan = Plan.claude(tokens_5h=1000)
+    journal = Journal(tmp_path / "history.sqlite3")
+    config = build_config(profile_toml("sub", f["sub"]) + profile_toml("key", f["key"]))
+    proxy = await proxy_factory(config, fakes=f, journal=journal)
+    assert (await proxy.messages(profile="sub")).status_code == 200
+    assert (await proxy.messages(profile="key")).status_code == 200
+    journal.flush()
+    conn = sqlite3.connect(tmp_path / "history.sqlite3")
+    rows = dict(conn.execute("SELECT profile, windows FROM requests").fetchall())
+    conn.close()
+    kept = json.loads(rows["sub"])
+    assert kept["provider"] == "sub"
+    assert [w["name"] for w in kept["windows"]] == ["5h", "7d"]
+    assert kept["windows"][0]["used"] == round(f["sub"].plan.windows[0].share(), 4)
+    assert rows["key"] is None  # an API key's answer described no window
+
+
+def test_an_older_journal_gains_the_windows_column(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE requests (rowid INTEGER PRIMARY KEY, event_id INTEGER, "
+                 "time REAL NOT NULL, protocol TEXT, endpoint TEXT, model TEXT, profile TEXT, "
+                 "provider TEXT, status INTEGER, outcome TEXT, latency_ms REAL, stream INTEGER, "
+                 "trail TEXT, attempts TEXT, dropped TEXT, input_tokens INTEGER, "
+                 "output_tokens INTEGER, cache_read_tokens INTEGER)")
+    conn.execute("INSERT INTO requests (time, profile, status) VALUES (1.0, 'old', 200)")
+    conn.commit()
+    conn.close()
+    open_database(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT profile, windows FROM requests").fetchall() == [("old", None)]
+    conn.close()
+
+
+async def test_within_its_reserve_a_plan_starts_new_conversations_on_the_backups(
+        fakes: Any, proxy_factory: Any) -> None:
+    f = await fakes(("sub", "anthropic"), ("backup", "anthropic"))
+    wall = Wall()
+    f["sub"].plan = Plan.claude(clock=wall)
+    config = build_config(profile_toml("sub", f["sub"], backups=["backup"],
+                                       extra="reserve = 0.1")
+                          + profile_toml("backup", f["backup"]))
+    proxy = await proxy_factory(config, fakes=f, wall=wall)
+    ongoing = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "the session under way"},
+        {"role": "assistant", "content": "yes"}, {"role": "user", "content": "go on"}]}
+    assert (await proxy.messages(ongoing, profile="sub")).headers["x-claudex-provider"] == "sub"
+    window = f["sub"].plan.windows[0]
+    window.used = int(window.capacity * 0.92)  # within the last 10 %
+    assert (await proxy.messages(profile="sub")).headers["x-claudex-provider"] == "sub"  # (read)
+    new = await proxy.messages(anthropic_body("a new conversation"), profile="sub")
+    assert new.headers["x-claudex-attempts"] == "sub:reserve,backup:200"
+    # Its next turn stays on the backups; the conversation under way stays on the plan.
+    later = {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": [
+        {"role": "user", "content": "a new conversation"},
+        {"role": "assistant", "content": "hi"}, {"role": "user", "content": "more"}]}
+    assert (await proxy.messages(later, profile="sub")).headers["x-claudex-attempts"] == \
+        "sub:reserve,backup:200"
+    assert (await proxy.messages(ongoing, profile="sub")).headers["x-claudex-provider"] == "sub"
+    # No backup can take it: the plan serves after all.
+    f["backup"].set_fault("down")
+    resp = await proxy.messages(anthropic_body("another new one"), profile="sub")
+    assert resp.status_code == 200
+    assert resp.headers["x-claudex-attempts"] == "sub:reserve,backup:connect_error,sub:200"
