@@ -165,6 +165,8 @@ class FakeProvider:
         """The model's context window in the fakes' tokens (a quarter of the body's bytes): a
         longer prompt is refused with 400 in the protocol's real wording (OpenAI's "maximum
         context length is N tokens", Anthropic's "prompt is too long"). None: unlimited."""
+        self.context_sized = True
+        """False: an OpenAI fake refuses as Groq does, without saying the window's size."""
         self.chatgpt: ChatGPTRules | None = None
         """A Responses fake with these set behaves as the ChatGPT (Codex subscription)
         backend: its account header, `store: false`, streaming only, no output cap or
@@ -513,6 +515,7 @@ class FakeProvider:
                 max_output_tokens=self.max_output_tokens,
                 signing_key=self.signing_key,
                 context_window=self.context_window,
+                context_sized=self.context_sized,
             )
         except BadRequest as error:
             return self._writer.error(error.kind, str(error))

@@ -90,6 +90,7 @@ def plan_reply(
     max_output_tokens: int | None = None,
     signing_key: bytes | None = None,
     context_window: int | None = None,
+    context_sized: bool = True,
 ) -> Reply:
     """Decide the answer to a messages / chat request, or raise BadRequest.
 
@@ -117,7 +118,7 @@ def plan_reply(
     _check_model(protocol, model, served_models)
     _check_max_tokens(protocol, body, max_output_tokens)
     if context_window is not None:
-        _check_context(protocol, body, max(1, body_size // 4), context_window)
+        _check_context(protocol, body, max(1, body_size // 4), context_window, context_sized)
     key = signing_key if protocol == "anthropic" else None  # Anthropic's thinking rules
     if key is not None and (refused := thinking_rules.refusal(body, key)) is not None:
         raise BadRequest(refused)
@@ -235,7 +236,8 @@ def _check_max_tokens(protocol: Protocol, body: dict[str, Any], limit: int | Non
                          f"allowed number of output tokens for {body.get('model')}")
 
 
-def _check_context(protocol: Protocol, body: dict[str, Any], prompt: int, window: int) -> None:
+def _check_context(protocol: Protocol, body: dict[str, Any], prompt: int, window: int,
+                   sized: bool = True) -> None:
     """A prompt over the model's context window is a 400, worded as each API words it (the
     wordings and their sources: `claudex.providers.context_limits`). OpenAI counts the
     completion asked for into the window (The-Vibe-Company/quivr#505); Anthropic words the
@@ -246,6 +248,11 @@ def _check_context(protocol: Protocol, body: dict[str, Any], prompt: int, window
             raise BadRequest(f"prompt is too long: {prompt} tokens > {window} maximum",
                              "context_length")
         return
+    if not sized and prompt > window:
+        # Groq's refusal: the code says it, the message gives no size
+        # (thepersonalaicompany/amurex-backend#51, letta-ai/letta#1963).
+        raise BadRequest("Please reduce the length of the messages or completion.",
+                         "context_length")
     if prompt > window:
         raise BadRequest(f"This model's maximum context length is {window} tokens. However, "
                          f"your messages resulted in {prompt} tokens. Please reduce the "

@@ -221,3 +221,41 @@ async def test_when_every_backup_is_too_small_the_sentence_says_so(
         finally:
             proc.send_signal(signal.SIGTERM)
             await asyncio.wait_for(proc.communicate(), 20)
+
+
+async def test_a_refusal_without_the_size_is_learned_from_the_prompt_refused(
+        fakes: Any, tmp_path: Path) -> None:
+    """Groq's wording says the conversation is too long but not the window: the backup is
+    remembered as holding less than the refused prompt's estimate, so one as long is passed
+    over, and a shorter one still reaches it."""
+    f = await fakes(("primary", "anthropic"), ("big", "openai"))
+    groq = FakeProvider("groq", "openai", models=served_models("groq", "openai"))
+    groq.context_window, groq.context_sized = SMALL_WINDOW, False
+    async with groq:
+        port = free_port()
+        path = tmp_path / "profiles.toml"
+        path.write_text(GLOBALS.replace("[proxy]", f"[proxy]\nport = {port}")
+                        + profile_toml("primary", f["primary"], backups=["groq", "big"])
+                        + profile_toml("groq", groq) + profile_toml("big", f["big"]))
+        path.chmod(0o600)
+        proc = await spawn_serve(path)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            await wait_until_serving(url, proc)
+            f["primary"].set_fault("529")
+            async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+                resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
+                assert resp.headers["x-claudex-attempts"] == \
+                    "primary:529,groq:context_exceeded,big:200"
+                [learned] = (await _status(client, "groq"))["learned_context_window"].values()
+                assert SMALL_WINDOW < learned < len(LONG) // 4  # just under the estimate
+                resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
+                assert resp.headers["x-claudex-attempts"] == \
+                    "primary:529,groq:context_too_small,big:200"
+                assert len(groq.requests) == 1
+                resp = await client.post("/v1/messages", json=long_request("hello"),
+                                         headers=ANTHROPIC)
+                assert resp.headers["x-claudex-attempts"] == "primary:529,groq:200"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.communicate(), 20)
