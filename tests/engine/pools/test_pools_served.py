@@ -228,3 +228,19 @@ async def test_claudex_status_shows_each_pool_with_its_members(serve: Served) ->
     assert "pool claude (sticky) · 3 conversations bound → spare" in text
     for member in ("acct-a", "acct-b", "acct-c"):
         assert f"└ {member}: 1 bound · 1 requests (33%)" in text
+
+
+async def test_a_route_to_a_pool_is_served_by_its_members(serve: Served) -> None:
+    world = await serve(STICKY, default="other", extra='\n[routes]\nbackground = "claude"\n')
+    client = world["client"]
+    body, headers = turn("s", "summarise this session")
+    body["model"] = "claude-haiku-4-5"
+    resp = await send(client, body, headers)
+    assert resp.headers["x-claudex-route"] == "background -> claude"
+    member = resp.headers["x-claudex-provider"]
+    assert member in ("acct-a", "acct-b", "acct-c")
+    assert resp.headers["x-claudex-attempts"] == f"claude/{member}:200"
+    # The conversation is bound there: its next turn follows.
+    body2, _ = turn("s", "summarise this session", 2)
+    body2["model"] = "claude-haiku-4-5"
+    assert (await send(client, body2, headers)).headers["x-claudex-provider"] == member
