@@ -10,7 +10,9 @@ changes the world mid-session (a fault switched on at the primary, the primary b
 from __future__ import annotations
 
 import json
+import shlex
 
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_responses import ChatGPTRules
 from e2e.checks import (
     assert_anthropic_upstream,
@@ -229,3 +231,41 @@ async def test_tool_loop_through_a_chatgpt_subscription_profile(world: World) ->
     reasoning = [i for i in last if i.get("type") == "reasoning"]
     assert len(reasoning) == 2 and all(
         r["encrypted_content"].startswith("enc:chatgpt:") for r in reasoning), kinds
+
+
+async def test_a_subscription_spent_mid_session_continues_on_the_backup_and_comes_back(
+    world: World,
+) -> None:
+    """A Claude subscription (a fake plan sending the unified headers) serves the first turn;
+    a Bash step spends its 5-hour window, resetting 8 s later. The next turns are served by
+    the backup with no error shown (one 429 at the plan, none of its retries); a later Bash
+    step waits past the reset and the plan serves the end of the session by itself."""
+    sub = await world.fake("sub", "anthropic")
+    backup = await world.fake("anth2", "anthropic")
+    sub.plan = Plan.claude()
+    world.profile("sub", sub, backups=["anth2"])
+    world.profile("anth2", backup)
+    await world.serve()
+    root = sub.base_url.removesuffix("/v1")
+    spend = shlex.join(["curl", "-sf", "-o", "/dev/null", "-w", "plan spent: %{http_code}",
+                        "-X", "POST", f"{root}/_fake/plan", "-H",
+                        "content-type: application/json", "-d", '{"spend_s": 8}'])
+    run = await world.claude([
+        ("Bash", spend),                       # turn 1 at sub; from here its window is spent
+        ("Write", str(world.proof_path())),    # turn 2: sub's 429, the backup serves
+        ("Bash", "sleep 10"),                  # turn 3: sub skipped unsent, the backup serves
+    ], profile="sub")                          # turn 4, after the reset: sub again
+    why = evidence(world, run)
+    assert run.returncode == 0 and run.proof.read_text() == run.token, why
+    assert f"done {run.token}" in run.stdout, why
+    assert "limit" not in run.stdout.lower() and "error" not in run.stdout.lower(), why
+    assert served_by(world) == ["sub", "anth2", "anth2", "sub"], why
+    assert [r.status for r in sub.requests] == [200, 429, 200], why  # one request while spent
+    assert sub.plan.refused == 1, why
+    assert_no_refusals(world, allowed={("sub", 429)})
+    assert world.proxy_attempts() == [], why
+    trails = [r.attempts for r in world.served.requests()] if world.served else []
+    assert trails[1] == (("sub", "plan_limit"), ("anth2", "200")), why
+    assert trails[2] == (("sub", "window_spent"), ("anth2", "200")), why
+    assert_anthropic_upstream(sub, sub.requests)
+    assert_anthropic_upstream(backup, backup.requests)

@@ -13,6 +13,10 @@ Actions:
                    (`CONTEXT_WINDOW` of the fakes' tokens) for a while: a long request is
                    refused there with the real 400 wording; as a backup claudex fails over,
                    learns the window and passes it over for later long requests
+    window_spent   the provider becomes a subscription whose window is spent until T (1-4 s
+                   later): it answers the service's "window spent" 429 without Retry-After
+                   (claudex/demo/fake_plans.py), claudex fails over at once and must send it
+                   nothing more until T
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from claudex.demo.fake_plans import Plan
+
 MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
     ("cut_before_content", 3), ("stream_error", 2), ("stall", 2), ("ok", 8), ("rotate", 3),
-    ("trip", 2), ("context_small", 2),
+    ("trip", 2), ("context_small", 2), ("window_spent", 2),
 )
 CONTEXT_WINDOW = 200
 """The window a `context_small` fault sets, in the fakes' tokens (a quarter of the body's bytes):
@@ -64,6 +70,16 @@ def shrink_context(fake: Any, settings: dict[str, Any]) -> None:
     asyncio.get_running_loop().call_later(settings["duration_s"], restore)
 
 
+def spend_window(fake: Any, settings: dict[str, Any]) -> float:
+    """A `window_spent` action on `fake` (a `FakeProvider`): a subscription plan (Claude's
+    for an Anthropic fake, ChatGPT's for the others) whose window is spent for
+    `settings["duration_s"]`; its reset time (monotonic) is returned, for the judge."""
+    if fake.plan is None:
+        fake.plan = Plan.claude() if fake.protocol == "anthropic" else Plan.chatgpt()
+    fake.plan.spend(settings["duration_s"])
+    return time.monotonic() + float(settings["duration_s"])
+
+
 def _retry_after(rng: random.Random) -> dict[str, Any]:
     roll = rng.random()
     if roll < 0.45:  # short: worth waiting for
@@ -96,6 +112,8 @@ def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
         return {"cut_after_events": rng.randint(0, 2), "duration_s": outage}
     if kind == "context_small":
         return {"window": CONTEXT_WINDOW, "duration_s": round(rng.uniform(1.0, 4.0), 2)}
+    if kind == "window_spent":
+        return {"duration_s": round(rng.uniform(1.0, 4.0), 2)}
     if kind == "stream_error":
         return {"cut_after_events": rng.randint(0, 3), "times": rng.randint(2, 20),
                 "duration_s": 3.0}

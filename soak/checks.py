@@ -158,3 +158,43 @@ def context_relearned(exchanges: Iterable[Exchange]) -> list[str]:
             elif known is None and ex.status is not None:
                 learned[key] = ex.ended
     return problems
+
+
+# What a provider's attempt is called when nothing was sent to it.
+_NOT_SENT = frozenset({"window_spent", "breaker_open", "forced_open", "half_open_busy",
+                       "cooling_down", "round_cap", "reserve", "context_too_small",
+                       "queue_full", "disabled", "misconfigured", "credentials"})
+_RESET_MARGIN_S = 1.0  # a reset is said in whole seconds: the last one is not judged
+
+
+def spent_window_resent(exchanges: Iterable[Exchange],
+                        spent: Iterable[tuple[str, float]]) -> list[str]:
+    """No request sent to a provider whose spent window the engine knew of: once a request's
+    answer said the provider's window was spent (`plan_limit`), a request started after that
+    answer and before the window's reset (`spent`: (provider, reset), monotonic; less the
+    reset's rounding) must pass the provider over unsent (`window_spent`)."""
+    resets = sorted(spent, key=lambda s: s[1])
+    ordered = sorted(exchanges, key=lambda e: e.started)
+    known: list[tuple[str, float, float]] = []  # (provider, known from, reset)
+    for ex in ordered:
+        if ex.status is None:
+            continue
+        for provider, outcome in attempt_tokens(ex):
+            if outcome != "plan_limit":
+                continue
+            reset = next((r for p, r in resets if p == provider and r > ex.ended), None)
+            if reset is not None:
+                known.append((provider, ex.ended, reset))
+    problems: list[str] = []
+    for ex in ordered:
+        for provider, outcome in attempt_tokens(ex):
+            if outcome in _NOT_SENT:
+                continue
+            for name, since, reset in known:
+                if name == provider and since < ex.started < reset - _RESET_MARGIN_S:
+                    problems.append(
+                        f"request {ex.spec.id}: sent to {provider} ({outcome}), whose window "
+                        f"claudex knew was spent {1000 * (ex.started - since):.0f} ms before "
+                        f"(reset {reset - ex.started:.1f} s later)")
+                    break
+    return problems

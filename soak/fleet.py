@@ -41,7 +41,7 @@ import httpx
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
 from claudex.demo.world import free_port
-from soak.chaos import ChaosAction, schedule, shrink_context
+from soak.chaos import ChaosAction, schedule, shrink_context, spend_window
 from soak.checks import BAD_OUTCOMES, judge
 from soak.traffic import Exchange, drive
 from soak.world import KEYS, OAUTH_PROVIDER, PROVIDERS, Limits, config_text, write_credentials
@@ -355,6 +355,8 @@ class FleetSoak:
                 pass  # it began restarting meanwhile
         elif action.kind == "context_small":
             shrink_context(fake, action.settings)
+        elif action.kind == "window_spent":
+            spend_window(fake, action.settings)
         else:
             fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
 
@@ -385,6 +387,7 @@ class FleetSoak:
         for fake in self.fakes.values():
             fake.set_fault("ok")
             fake.context_window = None
+            fake.plan = None
         for name, _ in PROVIDERS:
             await self.http.post(self.instances[0].url + f"/_claudex/breakers/{name}/reset")
         deadline = time.monotonic() + 10.0

@@ -23,13 +23,14 @@ from typing import Any
 import httpx
 
 from soak.breaker_model import FORCED_OPEN, BreakerModel, Transition
-from soak.chaos import ChaosAction, schedule, shrink_context
+from soak.chaos import ChaosAction, schedule, shrink_context, spend_window
 from soak.checks import (
     BAD_OUTCOMES,
     Verdict,
     context_relearned,
     failed_over,
     judge,
+    spent_window_resent,
     upstream_calls,
     upstream_problem,
 )
@@ -114,6 +115,7 @@ class _Soak:
         self.report = SoakReport(plan)
         self.exchanges: list[Exchange] = []
         self.trips_done = 0
+        self.spent: list[tuple[str, float]] = []  # (provider, reset) of window_spent faults
         self.connected = asyncio.Event()
         limits = plan.limits
         self.model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
@@ -215,6 +217,8 @@ class _Soak:
                 self.trips_done += 1
         elif action.kind == "context_small":
             shrink_context(fake, action.settings)
+        elif action.kind == "window_spent":
+            self.spent.append((action.target, spend_window(fake, action.settings)))
         else:
             fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
 
@@ -222,6 +226,7 @@ class _Soak:
         for fake in self.world.fakes.values():
             fake.set_fault("ok")
             fake.context_window = None
+            fake.plan = None
         assert self.admin is not None
         status = (await self.admin.get("/_claudex/status")).json()
         for profile in status["profiles"]:
@@ -300,6 +305,7 @@ class _Soak:
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
         report.violations.extend(context_relearned(self.exchanges))
+        report.violations.extend(spent_window_resent(self.exchanges, self.spent))
         rss_growth = report.rss_mb[1] - report.rss_mb[0]
         if rss_growth > RSS_GROWTH_LIMIT_MB:
             report.violations.append(f"RSS grew {rss_growth:.1f} MB (limit {RSS_GROWTH_LIMIT_MB})")

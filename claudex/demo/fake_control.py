@@ -1,7 +1,9 @@
 """The control routes of a fake provider: `GET /_fake/state`, `GET /_fake/requests` (every
 request recorded, credentials masked, with the status answered), `POST /_fake/fault`,
 `POST /_fake/reset`, and `POST /_fake/echo_key` (`{"on": true}`: error answers quote the
-credential the request presented, for tests that claudex never passes a secret on).
+credential the request presented, for tests that claudex never passes a secret on), and
+`POST /_fake/plan` (`{"spend_s": 8}`: the subscription plan's window is spent, resetting 8 s
+later; `{"kind": "claude" | "chatgpt"}` makes the fake a subscription first, when it is none).
 
 They let another process (a demo terminal, a benchmark) switch a `FakeProvider`'s faults; they
 ignore faults themselves and are not recorded in `requests`.
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from claudex.demo.fake_plans import Plan
 from claudex.demo.faults import FaultConfigError, FaultState, make_fault_state
 from claudex.demo.recording import parse_json_body
 
@@ -38,6 +41,21 @@ async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.
             return web.json_response({"error": 'expected {"on": true|false}'}, status=400)
         fake.echo_key = body["on"]
         return web.json_response({"echo_key": body["on"]})
+    if path == "/_fake/plan" and method == "POST":
+        body = parse_json_body(await request.read())
+        spend = body.get("spend_s") if isinstance(body, dict) else None
+        kind = body.get("kind") if isinstance(body, dict) else None
+        if (spend is not None and (isinstance(spend, bool) or not isinstance(spend, int | float)
+                                   or spend <= 0)) or kind not in (None, "claude", "chatgpt"):
+            return web.json_response(
+                {"error": 'expected {"spend_s": seconds > 0, "kind": "claude" | "chatgpt"}'},
+                status=400)
+        if fake.plan is None:
+            plan_kind = kind or ("claude" if fake.protocol == "anthropic" else "chatgpt")
+            fake.plan = Plan.claude() if plan_kind == "claude" else Plan.chatgpt()
+        if spend is not None:
+            fake.plan.spend(float(spend))
+        return web.json_response(fake.plan.to_json())
     if path == "/_fake/fault" and method == "POST":
         body = parse_json_body(await request.read())
         if not isinstance(body, dict) or "mode" not in body:

@@ -117,7 +117,7 @@ class Plan:
             return 429, body, self.headers()
         body = {"error": {"type": "usage_limit_reached",
                           "message": "The usage limit has been reached",
-                          "plan_type": self.plan_type, "resets_at": int(reset),
+                          "plan_type": self.plan_type, "resets_at": math.ceil(reset),
                           "resets_in_seconds": max(0, math.ceil(reset - now))}}
         return 429, body, self.headers()
 
@@ -138,14 +138,14 @@ class Plan:
                 overall = status
             at = f"anthropic-ratelimit-unified-{w.name}"
             out[f"{at}-utilization"] = f"{share:.4g}"
-            out[f"{at}-reset"] = str(int(w.reset_at(now)))
+            out[f"{at}-reset"] = str(math.ceil(w.reset_at(now)))
             out[f"{at}-status"] = status
             if share >= self.warn_at:
                 out[f"{at}-surpassed-threshold"] = f"{self.warn_at:g}"
         out["anthropic-ratelimit-unified-status"] = overall
         out["anthropic-ratelimit-unified-representative-claim"] = _CLAIMS.get(worst.name,
                                                                               worst.name)
-        out["anthropic-ratelimit-unified-reset"] = str(int(worst.reset_at(now)))
+        out["anthropic-ratelimit-unified-reset"] = str(math.ceil(worst.reset_at(now)))
         return out
 
     def _codex_headers(self, now: float) -> dict[str, str]:
@@ -155,7 +155,7 @@ class Plan:
             out[f"{at}-used-percent"] = f"{w.share() * 100:.4g}"
             # The window's nominal length (a demo's "5h" window lasts minutes, not hours).
             out[f"{at}-window-minutes"] = str(_MINUTES.get(w.name, int(w.seconds // 60)))
-            out[f"{at}-reset-at"] = str(int(w.reset_at(now)))
+            out[f"{at}-reset-at"] = str(math.ceil(w.reset_at(now)))
         return out
 
     def to_json(self) -> dict[str, Any]:

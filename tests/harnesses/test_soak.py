@@ -173,3 +173,39 @@ def test_the_schedule_shrinks_context_windows_below_the_long_prompts_only() -> N
     short, long = RequestSpec(7, "anthropic", "alpha", False), \
         RequestSpec(7, "anthropic", "alpha", False, long=True)
     assert len(short.body()) // 4 < CONTEXT_WINDOW < len(long.body()) // 4
+
+
+def test_a_request_sent_to_a_plan_known_spent_is_a_violation() -> None:
+    from soak.checks import spent_window_resent
+
+    def at(started: float, trail: str) -> Exchange:
+        ex = exchange("anthropic", False, 200, b"{}", headers={"x-claudex-attempts": trail})
+        ex.started, ex.ended = started, started + 0.01
+        return ex
+
+    spent = [("alpha", 10.0)]  # alpha's window spent until 10.0
+    told = at(1.0, "alpha:plan_limit,beta:200")
+    skipped = at(2.0, "alpha:window_spent,beta:200")
+    concurrent = at(1.005, "alpha:plan_limit,beta:200")  # sent before claudex knew
+    after_reset = at(9.5, "alpha:200")  # within the reset's rounding: not judged
+    assert spent_window_resent([told, skipped, concurrent, after_reset], spent) == []
+    again = at(4.0, "alpha:plan_limit,beta:200")
+    served = at(5.0, "alpha:200")
+    problems = spent_window_resent([told, again, served], spent)
+    assert len(problems) == 2
+    assert "sent to alpha (plan_limit), whose window claudex knew was spent 2990 ms" in \
+        problems[0]
+
+
+def test_the_schedule_spends_windows_and_the_fake_refuses_until_the_reset() -> None:
+    from claudex.demo.fake_provider import FakeProvider
+    from soak.chaos import spend_window
+
+    actions = list(itertools.islice(schedule(1, ("alpha", "beta", "gamma"), "alpha"), 400))
+    spends = [a for a in actions if a.kind == "window_spent"]
+    assert spends and all(1.0 <= a.settings["duration_s"] <= 4.0 for a in spends)
+    fake = FakeProvider("beta", "openai")
+    spend_window(fake, {"duration_s": 2.0})
+    assert fake.plan is not None and fake.plan.kind == "chatgpt"
+    refused = fake.plan.refusal()
+    assert refused is not None and refused[1]["error"]["type"] == "usage_limit_reached"
