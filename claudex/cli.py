@@ -462,11 +462,12 @@ def _client_env(args: argparse.Namespace, profile: str | None) -> dict[str, str]
         # Claudex's `claudex run auto` reached its router; here that is the default route,
         # where [routes] and [router] apply.
         profile = None
-    if profile and config is not None and config.profile(profile) is None:
-        names = ", ".join(p.name for p in config.profiles)
+    if profile and config is not None and config.resolve(profile) is None:
+        names = ", ".join([*(p.name for p in config.profiles), *(p.name for p in config.pools)])
         raise CliError(f"No profile named {profile!r} in {path} (have: {names}).")
     env = {"ANTHROPIC_BASE_URL": f"{base}/proxy/{profile}" if profile else base}
-    target = (config.profile(profile) if profile else config.default_profile) if config else None
+    # A pool stands for its members here: their first one says what the client needs.
+    target = (config.resolve(profile) if profile else config.default_profile) if config else None
     if config is not None and config.proxy.auth_token_env:
         env["ANTHROPIC_AUTH_TOKEN"] = f"${config.proxy.auth_token_env}"
     elif target is None or target.auth_type != "passthrough":
@@ -506,7 +507,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     target = None
     if config is not None:
         named = args.profile if args.profile != "auto" or config.profile("auto") else None
-        target = config.profile(named) if named else config.default_profile
+        target = config.resolve(named) if named else config.default_profile
     if target is not None:
         # The profile's `extra_env` goes last, as in Claudex: what the file says wins.
         env.update(target.extra_env)

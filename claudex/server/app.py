@@ -53,7 +53,7 @@ def create_app(
     async def models(request: Request) -> Response:
         config = engine.config
         chosen = request.path_params.get("profile")
-        if chosen is not None and config.profile(chosen) is None:
+        if chosen is not None and config.resolve(chosen) is None:
             message = f"No profile named {chosen!r} is configured."
             if "anthropic-version" in request.headers:
                 body = {"type": "error", "error": {"type": "not_found_error", "message": message}}

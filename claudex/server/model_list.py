@@ -40,6 +40,9 @@ def model_ids(config: Config, chosen: str | None = None) -> list[str]:
 
 def _profiles_in_order(config: Config, chosen: str | None) -> list[Profile]:
     if chosen is not None:
+        pool = config.pool(chosen)
+        if pool is not None:  # a pool: what its members serve
+            return [p for name in pool.members if (p := config.profile(name)) is not None]
         found = config.profile(chosen)
         return [found] if found is not None else []
     first = config.default_profile
@@ -49,6 +52,9 @@ def _profiles_in_order(config: Config, chosen: str | None) -> list[Profile]:
     order = [first.name] if first is not None else []
     order += [name for name in targets if name not in order]
     order += [p.name for p in config.profiles if p.enabled and p.name not in order]
+    members = [m for name in order if (pool := config.pool(name)) is not None
+               for m in pool.members]
+    order += [name for name in members if name not in order]
     return [p for name in order if (p := config.profile(name)) is not None]
 
 

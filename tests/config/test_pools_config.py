@@ -189,3 +189,19 @@ def test_the_docs_pool_config_loads_as_written() -> None:
     (pool,) = config.pools
     assert pool.members == ("acct-work", "acct-home") and config.default_name == "claude"
     assert pool.weight("acct-work") == 2 and pool.backup_providers == ("deepseek",)
+
+
+async def test_claudex_env_names_a_pool_like_a_profile(tmp_path: Path) -> None:
+    from tests.cli.test_cli import claudex
+
+    path = tmp_path / "pool.toml"
+    path.write_text("[proxy]\nport = 14000\n" + MEMBERS + """
+[[profiles]]
+name = "claude"
+members = ["acct-a", "acct-b"]
+""")
+    code, out, err = await claudex("--config", str(path), "env", "claude")
+    assert code == 0, err
+    assert "export ANTHROPIC_BASE_URL='http://127.0.0.1:14000/proxy/claude'" in out
+    code, _, err = await claudex("--config", str(path), "env", "nope")
+    assert code == 1 and "claude" in err  # the pools are among the names offered

@@ -244,3 +244,16 @@ async def test_a_route_to_a_pool_is_served_by_its_members(serve: Served) -> None
     body2, _ = turn("s", "summarise this session", 2)
     body2["model"] = "claude-haiku-4-5"
     assert (await send(client, body2, headers)).headers["x-claudex-provider"] == member
+
+
+async def test_a_pools_model_list_is_its_members(serve: Served) -> None:
+    world = await serve(STICKY)
+    client = world["client"]
+    resp = await client.get("/proxy/claude/v1/models", headers=ANTHROPIC)
+    assert resp.status_code == 200, resp.text
+    ids = [model["id"] for model in resp.json()["data"]]
+    assert {"acct-a-model", "acct-b-model", "acct-c-model"} <= set(ids)
+    assert "other-model" not in ids
+    # The default route: the default pool's members too.
+    ids = [m["id"] for m in (await client.get("/v1/models", headers=ANTHROPIC)).json()["data"]]
+    assert {"acct-a-model", "acct-b-model", "acct-c-model"} <= set(ids)
