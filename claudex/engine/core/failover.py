@@ -331,7 +331,9 @@ class Forwarder:
                     result.notes = exchange.portable_notes
                     if exchange.dropped:
                         result.dropped = exchange.dropped
-                if way.turns and result.provider is not None and core.pools is not None:
+                # (count_tokens is no turn: it binds nothing)
+                if way.turns and result.provider is not None and core.pools is not None \
+                        and req.endpoint != "count_tokens":
                     for turn in way.turns:
                         core.pools.served(turn, result.provider)
                 served = [a for a in trail.attempts if not a.skipped]

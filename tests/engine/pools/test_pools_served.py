@@ -257,3 +257,14 @@ async def test_a_pools_model_list_is_its_members(serve: Served) -> None:
     # The default route: the default pool's members too.
     ids = [m["id"] for m in (await client.get("/v1/models", headers=ANTHROPIC)).json()["data"]]
     assert {"acct-a-model", "acct-b-model", "acct-c-model"} <= set(ids)
+
+
+async def test_count_tokens_through_a_pool_binds_nothing(serve: Served) -> None:
+    world = await serve(STICKY)
+    client = world["client"]
+    body, headers = turn("s", "hello")
+    del body["max_tokens"]
+    resp = await client.post("/v1/messages/count_tokens", json=body, headers=headers)
+    assert resp.status_code == 200, resp.text
+    assert resp.headers["x-claudex-provider"] in ("acct-a", "acct-b", "acct-c")
+    assert (await client.get("/_claudex/status")).json()["pools"][0]["bindings"] == 0
