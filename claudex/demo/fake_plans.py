@@ -21,6 +21,7 @@ header's status) and how the real windows count tokens (cache reads, models weig
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable
@@ -157,6 +158,20 @@ class Plan:
             out[f"{at}-window-minutes"] = str(_MINUTES.get(w.name, int(w.seconds // 60)))
             out[f"{at}-reset-at"] = str(math.ceil(w.reset_at(now)))
         return out
+
+    def rate_limits_event(self) -> bytes:
+        """A ChatGPT plan's `codex.rate_limits` stream event, which the backend sends before
+        `response.created` (the shape Codex CLI reads: `rate_limits.primary.used_percent`,
+        `window_minutes`, `reset_at`, and `secondary`)."""
+        now = self._now()
+        limits: dict[str, Any] = {"allowed": self._full() is None,
+                                  "limit_reached": self._full() is not None}
+        for which, w in zip(("primary", "secondary"), self.windows, strict=False):
+            limits[which] = {"used_percent": round(w.share() * 100, 2),
+                             "window_minutes": _MINUTES.get(w.name, int(w.seconds // 60)),
+                             "reset_at": math.ceil(w.reset_at(now))}
+        data = {"type": "codex.rate_limits", "plan_type": self.plan_type, "rate_limits": limits}
+        return f"event: codex.rate_limits\ndata: {json.dumps(data)}\n\n".encode()
 
     def to_json(self) -> dict[str, Any]:
         now = self._now()

@@ -9,6 +9,7 @@ applies to the stream under way.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -86,6 +87,9 @@ class ReplyWriter:
         elif provider.protocol == "responses":
             parts = responses_stream(reply, int(time.time()),
                                      reasoning_for(provider.name, body, reply.id))
+            if provider.plan is not None and provider.plan.kind == "chatgpt":
+                parts = dataclasses.replace(parts, preamble=[
+                    provider.plan.rate_limits_event(), *parts.preamble])
         else:
             options = body.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True

@@ -9,12 +9,13 @@ is built for it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Final
 
 from claudex.engine.core.hooks import Flow
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.providers.windows import Window, read_windows
+from claudex.providers.windows import Window, read_windows, windows_in_event
 
 NAME: Final = "windows"
 _FIRST_BYTES: Final = (b"anthropi", b"x-codex-")
@@ -34,6 +35,22 @@ class WindowsAddon:
         if windows is not None:
             rt.windows = windows
             flow.addon_data(NAME)["windows"] = (rt.name, windows)
+
+
+def windows_in_stream(flow: Flow, rt: ProviderRuntime, chunk: bytes) -> None:
+    """The ChatGPT backend's `codex.rate_limits` event in a stream's chunk before its commit
+    (the core calls this for that backend's streams only, and only when the chunk names it)."""
+    for line in chunk.split(b"\n"):
+        if line.startswith(b"data:") and b"codex.rate_limits" in line:
+            try:
+                event = json.loads(line[5:])
+            except ValueError:
+                return
+            windows = windows_in_event(event) if isinstance(event, dict) else ()
+            if windows:
+                rt.windows = windows
+                flow.addon_data(NAME)["windows"] = (rt.name, windows)
+            return
 
 
 def flow_windows(flow: Flow) -> tuple[str, tuple[Window, ...]] | None:

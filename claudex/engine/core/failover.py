@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from claudex.config.model import Profile
+from claudex.engine.addons.windows import windows_in_stream
 from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.core.addressing import map_model
 from claudex.engine.core.answers import (
@@ -533,7 +534,10 @@ class Forwarder:
             outcome, words = streamed
             return Seen(outcome, ledger.attempt(outcome, status, words))
         try:
-            payload = exchange.answer(await resp.read())
+            raw = await resp.read()
+            if exchange.chatgpt and b"codex.rate_limits" in raw[:4096]:  # the plan's windows
+                windows_in_stream(ledger.flow, rt, raw[:4096])
+            payload = exchange.answer(raw)
         except Exception as exc:
             mapped, words = map_transport_error(exc)
             if isinstance(exc, ValueError | RecursionError):  # not JSON we can use

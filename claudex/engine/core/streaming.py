@@ -8,6 +8,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 
+from claudex.engine.addons.windows import windows_in_stream
 from claudex.engine.core.answers import passed_headers, tag
 from claudex.engine.core.classify import Outcome, StreamStalled, map_transport_error
 from claudex.engine.core.exchange import Exchange
@@ -38,6 +39,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     held: list[bytes] = []
     chunks = resp.chunks().__aiter__()
     any_yet = False
+    chatgpt = exchange.chatgpt
 
     def failed(outcome: Outcome, message: str) -> tuple[Outcome, str]:
         resp.close()
@@ -61,6 +63,8 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
                     if not any_yet:
                         any_yet = True
                         scope.reschedule(deadlines.next_event(True)[0])
+                    if chatgpt and b"codex.rate_limits" in chunk:  # the plan's windows
+                        windows_in_stream(ledger.flow, ledger.rt, chunk)
                     out = codec.feed(chunk)
                     if not out:
                         continue

@@ -228,3 +228,37 @@ async def test_within_its_reserve_a_plan_starts_new_conversations_on_the_backups
     resp = await proxy.messages(anthropic_body("another new one"), profile="sub")
     assert resp.status_code == 200
     assert resp.headers["x-claudex-attempts"] == "sub:reserve,backup:connect_error,sub:200"
+
+
+async def test_the_chatgpt_backends_rate_limits_event_gives_the_windows(
+        fakes: Any, proxy_factory: Any, tmp_path: Path) -> None:
+    from claudex.demo.fake_responses import ChatGPTRules
+    from tests.engine.credentials.test_proxy_codex_auth import (
+        ACCOUNT,
+        codex_profile,
+        write_auth_json,
+    )
+
+    f = await fakes(("backend", "responses"),)
+    backend = f["backend"]
+    backend.chatgpt = ChatGPTRules(account_id=ACCOUNT)
+    backend.strict_models = False
+    plan = backend.plan = Plan.chatgpt(tokens_5h=1000)
+    plan.headers = lambda: {}  # type: ignore[method-assign]  # the event alone says them
+    auth_json = tmp_path / "auth.json"
+    write_auth_json(auth_json, "tok")
+    proxy = await proxy_factory(build_config(codex_profile(backend, auth_json,
+                                                           "http://127.0.0.1:9/token")),
+                                fakes=f)
+    resp = await proxy.messages(profile="codex")
+    assert resp.status_code == 200, resp.text
+    windows = (await profile_status(proxy, "codex"))["windows"]
+    assert [w["name"] for w in windows] == ["5h", "7d"]
+    assert windows[0]["used"] > 0
+    # A streamed answer's event, before the commit, says them too.
+    proxy.engine.runtimes["codex"].windows = ()
+    streamed = await proxy.client.post("/proxy/codex/v1/messages",
+                                       json=anthropic_body(stream=True),
+                                       headers={"anthropic-version": "2023-06-01"})
+    assert streamed.status_code == 200 and "message_stop" in streamed.text
+    assert [w.name for w in proxy.engine.runtimes["codex"].windows] == ["5h", "7d"]
