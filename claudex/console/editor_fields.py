@@ -88,6 +88,8 @@ PROVIDER_FIELDS = (
     Field("base_url", "base_url", hint="https://api.example.com/v1"),
     Field("default_model", "default_model", hint="model for failed-over requests"),
     Field("max_tokens", "max_tokens", "int", hint="no cap"),
+    Field("context_window", "context_window", "int", hint="learned from the provider's 400"),
+    Field("reserve", "reserve", "number", hint="0 = off; 0.05 keeps 5%"),
     Field("enabled", "enabled", "switch"),
     Field("health_probe", "health_probe", "switch"),
 )
@@ -144,6 +146,8 @@ FIELDS = (
 # Every profile key the form edits; `backup_providers` has its own list widget.
 FORM_KEYS = (*(f.key for f in FIELDS), "backup_providers")
 # Claudex's profile keys the form does not show yet: saving leaves them as written.
+# Profile numbers with no [proxy]-wide default to show as the placeholder: empty means unset.
+_NOT_INHERITED = frozenset({"max_tokens", "context_window", "reserve"})
 UNEDITED_KEYS = ("priority", "query_params", "strip_params", "extra_env")
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -304,7 +308,7 @@ def fill_field(
     else:
         entry = get(selector, Input)
         entry.value = "" if value is None else str(value)
-        if field.kind in ("int", "number") and field.key not in ("max_tokens",):
+        if field.kind in ("int", "number") and field.key not in _NOT_INHERITED:
             entry.placeholder = _inherited(config, field.key)
 
 
