@@ -36,6 +36,8 @@ def summary_table(report: SoakReport) -> Table:
     actions = ", ".join(f"{k} {v}" for k, v in sorted(report.actions.items()))
     table.add_row("chaos actions", actions or "-")
     table.add_row("OAuth refreshes", f"{report.refreshes:,}")
+    table.add_row("spent plan windows", f"{report.windows['plan_limit']:,} refused, "
+                  f"{report.windows['window_spent']:,} passed over unsent")
     table.add_row("latency p50 / p99 / max",
                   f"{report.percentile_ms(0.5):.1f} / {report.percentile_ms(0.99):.1f} / "
                   f"{max(report.latencies_ms, default=0.0):.1f} ms")

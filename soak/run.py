@@ -27,6 +27,7 @@ from soak.chaos import ChaosAction, schedule, shrink_context, spend_window
 from soak.checks import (
     BAD_OUTCOMES,
     Verdict,
+    attempt_tokens,
     context_relearned,
     failed_over,
     judge,
@@ -69,6 +70,9 @@ class SoakReport:
     transitions: Counter[str] = field(default_factory=Counter)
     actions: Counter[str] = field(default_factory=Counter)
     refreshes: int = 0
+    # Attempts at a spent plan window: `plan_limit` (its 429, once per spell) and
+    # `window_spent` (passed over unsent until the reset).
+    windows: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     rss_mb: tuple[float, float] = (0.0, 0.0)
     fds: tuple[int, int] = (0, 0)
@@ -98,6 +102,7 @@ class SoakReport:
             "error_statuses": {str(k): v for k, v in sorted(self.error_statuses.items())},
             "transitions": dict(self.transitions),
             "chaos_actions": dict(self.actions), "oauth_refreshes": self.refreshes,
+            "spent_windows": dict(self.windows),
             "p50_ms": round(self.percentile_ms(0.5), 2),
             "p99_ms": round(self.percentile_ms(0.99), 2),
             "max_ms": round(max(self.latencies_ms, default=0.0), 2),
@@ -295,6 +300,9 @@ class _Soak:
             report.outcomes[verdict.outcome] += 1
             report.latencies_ms.append(ex.latency_s * 1000)
             report.failovers += failed_over(ex)
+            for _, token in attempt_tokens(ex):
+                if token in ("plan_limit", "window_spent"):
+                    report.windows[token] += 1
             if verdict.outcome == "error" and ex.status is not None:
                 report.error_statuses[ex.status] += 1
             if verdict.outcome in BAD_OUTCOMES:

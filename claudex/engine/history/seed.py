@@ -73,6 +73,10 @@ def local_midnight(now: float) -> float:
     return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
 
 
+# The outcomes the live statistics count as rate limited (policy.py's counter column).
+_RATE_LIMITED: Final = frozenset({Outcome.RATE_LIMITED.value, Outcome.PLAN_LIMIT.value})
+
+
 def _breaker_failure(outcome: str) -> bool:
     return breaker_failure(outcome)  # a word no row knows counts as a failure, as the ledger
 
@@ -186,7 +190,7 @@ def _add_day(seed: Seed, conn: sqlite3.Connection, lo: float, hi: float, whole: 
         p.requests += count
         p.successes += count if outcome == "ok" else 0
         p.failures += count if _breaker_failure(outcome) else 0
-        p.rate_limited += count if outcome == Outcome.RATE_LIMITED.value else 0
+        p.rate_limited += count if outcome in _RATE_LIMITED else 0
     for provider, tin, tout, tread, twrite, cost, priced, unpriced in conn.execute(
             _DAY_MINUTE_USAGE if whole else _DAY_USAGE, span):
         p = seed.of(provider)
