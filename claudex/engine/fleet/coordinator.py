@@ -282,7 +282,6 @@ class Fleet(FleetHealth):
                                    password=self._password)
                 try:
                     await store.ping()
-                    self._reachable()
                     await self._connected(store)
                 except _FAULTS as exc:
                     self._unreachable(exc)
@@ -301,7 +300,11 @@ class Fleet(FleetHealth):
     async def _connected(self, store: FleetStore) -> None:
         """Runs until a Redis call fails; then raises it."""
         await self._round(store)
+        # "connected" in status from here, when the store is also what requests read (a pool's
+        # binding looked up on a miss): said at the ping, a request in between decided alone
+        # while status already promised the fleet's answer.
         self._store = store
+        self._reachable()
         tasks = [asyncio.create_task(self._listen(store)),
                  asyncio.create_task(self._write_loop(store)),
                  asyncio.create_task(self._round_loop(store)),
