@@ -145,7 +145,10 @@ class FleetWorld:
                 break
             if time.monotonic() - started > limit_s:
                 seen = {n: _summary(last[n]) for n in sorted(pending)}
-                raise AssertionError(f"{sorted(pending)} did not converge in {limit_s} s: {seen}")
+                logs = "".join(f"\n--- {n}'s log, last lines:\n" + "\n".join(
+                    self.instances[n].log[-15:]) for n in sorted(pending))
+                raise AssertionError(f"{sorted(pending)} did not converge in {limit_s} s: "
+                                     f"{seen}{logs}")
             await asyncio.sleep(0.01)
         return time.monotonic() - started
 
@@ -155,11 +158,15 @@ class FleetWorld:
 
 
 def _summary(status: dict[str, Any]) -> dict[str, Any]:
-    """What a failed wait shows of an instance: its breakers, cooldowns, health and fleet."""
+    """What a failed wait shows of an instance: its breakers, cooldowns, health and fleet (the
+    Redis state and its last fault, the instances it lists, the facts it applied); the wait's
+    message adds the instance's last log lines (its fleet's outages and reconnections)."""
     fleet = status.get("fleet") or {}
     return {"profiles": {p["name"]: (p["breaker"]["state"], p.get("cooldown_s"),
                                      p["health"]["color"]) for p in status["profiles"]},
-            "redis": fleet.get("redis"), "applied": fleet.get("facts_applied")}
+            "redis": fleet.get("redis"), "error": fleet.get("error"),
+            "instances": [i.get("name") for i in fleet.get("instances") or []],
+            "applied": fleet.get("facts_applied")}
 
 
 def _breaker_of(status: dict[str, Any], provider: str) -> str | None:
