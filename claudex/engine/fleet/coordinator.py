@@ -1,5 +1,5 @@
-"""A fleet: claudex instances sharing breaker facts, trips, cooldowns and spent plan windows
-through Redis.
+"""A fleet: claudex instances sharing breaker facts, trips, cooldowns, spent plan windows and
+learned context windows through Redis.
 
 Each instance keeps its own breakers (engine/breaker/circuit.py, pure) and its own decisions: the
 request path reads only local state and never awaits Redis. This module sits beside it:
@@ -11,7 +11,8 @@ request path reads only local state and never awaits Redis. This module sits bes
   local fact (so a Redis restarted empty is filled again, and an instance that was cut off
   catches up);
 - a fact from another instance that is newer than the local register's drives the local
-  breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`) and the local cooldown;
+  breaker toward it (`peer_opened`, `peer_closed`, `trip`, `reset`), the local cooldown, the
+  spent window, and the context window learned for a model (`learn_context_window`);
 - health: one instance probes each provider per interval and announces the result; the others
   apply it as if they had probed, except an auth failure, which is about the prober's own
   credentials (engine/fleet/health.py, with the half-open slot);
@@ -47,7 +48,7 @@ from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.events import Deferred, Event, EventBus
 from claudex.engine.fleet.bindings import TTL_S as BINDING_TTL_S
 from claudex.engine.fleet.bindings import FleetBindings
-from claudex.engine.fleet.facts import REGISTERS, Fact, Register, Registers, view
+from claudex.engine.fleet.facts import Fact, Register, Registers, view
 from claudex.engine.fleet.health import FleetHealth
 from claudex.engine.fleet.store import FleetStore
 from claudex.engine.fleet.tokens import TokenFlight, load_sealer, refresh_lock
@@ -114,10 +115,12 @@ class Fleet(FleetHealth):
         self.sealer, self.tokens_problem = load_sealer(settings, environ)
         self._token_reported = False  # a record that did not decrypt: logged once
         self.registers: dict[str, Registers] = {}
-        self._dirty: set[tuple[str, Register]] = set()
+        self._dirty: set[tuple[str, Register, str]] = set()  # (provider, register, model)
         self._wake = asyncio.Event()
         self._cooldown_seen: dict[str, float] = {}
         self._spent_seen: dict[str, float] = {}  # spent windows told or heard (wall time)
+        # Context windows told or heard, per (provider, model): a learned one that differs is news.
+        self._context_seen: dict[tuple[str, str], int] = {}
         self._driving = False
         self.redis = "connecting"  # "connected" | "unreachable"
         self.error: str | None = None
@@ -177,7 +180,7 @@ class Fleet(FleetHealth):
 
     def _record(self, fact: Fact) -> None:
         if self.registers.setdefault(fact.provider, Registers()).offer(fact):
-            self._dirty.add((fact.provider, fact.register))
+            self._dirty.add((fact.provider, fact.register, fact.model or ""))
             self._wake.set()
 
     # -- facts from elsewhere ----------------------------------------------------------------
@@ -185,6 +188,10 @@ class Fleet(FleetHealth):
     def receive(self, fact: Fact) -> bool:
         """Apply a fact read from Redis if it is newer than what is known here; True if so."""
         regs = self.registers.setdefault(fact.provider, Registers())
+        if fact.register == "context" and fact.by != self.name:
+            # A window learned here that the watcher has not told yet is newer than this one:
+            # recorded first, so a peer's older word does not overwrite it.
+            self._watch_contexts(fact.provider)
         if not regs.offer(fact):
             return False
         if fact.by != self.name:
@@ -224,6 +231,11 @@ class Fleet(FleetHealth):
             elif (wanted.breaker == "closed" and fact.register == "traffic"
                   and fact.state == "closed"):
                 breaker.peer_closed()
+        if fact.register == "context" and fact.tokens is not None:
+            # The window another instance learned for this model: passed over here too.
+            model = fact.model or ""
+            self._context_seen[(fact.provider, model)] = fact.tokens
+            rt.learn_context_window(model, fact.tokens)
         if wanted.spent_until is not None and fact.register == "window":
             # A plan's window another instance found spent: skipped here too until its reset.
             if wanted.spent_until > rt.window_spent_until:
@@ -234,7 +246,12 @@ class Fleet(FleetHealth):
             if until > rt.cooldown_until:
                 rt.cooldown_until = until
                 self._cooldown_seen[fact.provider] = until
-        log.info("fleet: %s's %s %s, from %s", fact.provider, fact.register, fact.state, fact.by)
+        if fact.register == "context":
+            log.info("fleet: %s's context window for %s is %s tokens, from %s", fact.provider,
+                     fact.model or "its model", f"{fact.tokens:,}", fact.by)
+        else:
+            log.info("fleet: %s's %s %s, from %s", fact.provider, fact.register, fact.state,
+                     fact.by)
 
     def watch_cooldowns(self) -> None:
         # failover.py sets `cooldown_until` on a 429; noticing it here keeps the request path
@@ -252,6 +269,22 @@ class Fleet(FleetHealth):
                 self._spent_seen[name] = spent
                 self._record(Fact(name, "window", "spent", now_wall, self.name, spent,
                                   rt.window_spent_name))
+            if rt.context_limits:
+                self._watch_contexts(name, rt, now_wall)
+
+    def _watch_contexts(self, name: str, rt: ProviderRuntime | None = None,
+                        now_wall: float | None = None) -> None:
+        """A context window failover.py learned (`rt.context_limits`, per model) that differs
+        from the one last told or heard is news for the fleet."""
+        rt = rt or self._runtimes().get(name)
+        if rt is None or not rt.context_limits:
+            return
+        for model, tokens in list(rt.context_limits.items()):
+            if self._context_seen.get((name, model)) != tokens:
+                self._context_seen[(name, model)] = tokens
+                self._record(Fact(name, "context", "window",
+                                  self._wall() if now_wall is None else now_wall, self.name,
+                                  model=model, tokens=tokens))
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -343,8 +376,8 @@ class Fleet(FleetHealth):
     async def _flush(self, store: FleetStore) -> None:
         dirty, self._dirty = self._dirty, set()
         try:
-            for provider, register in sorted(dirty):
-                fact = self.registers[provider].get(register)
+            for provider, register, model in sorted(dirty):
+                fact = self.registers[provider].get(register, model)
                 if fact is not None and fact.live(self._wall()):
                     await store.write(fact, self._wall())
         except BaseException:
@@ -362,9 +395,8 @@ class Fleet(FleetHealth):
         # Re-offer everything known here; Redis keeps only what is newer than its record, so
         # this costs nothing once the fleet agrees, and refills a Redis that came back empty.
         for provider, regs in self.registers.items():
-            for register in REGISTERS:
-                if regs.get(register) is not None:
-                    self._dirty.add((provider, register))
+            for fact in regs.facts():
+                self._dirty.add((provider, fact.register, fact.model or ""))
         await self._flush(store)
         await store.beat(self.name, self._heartbeat(), HEARTBEAT_TTL_S)
         self.instances = await store.instances()

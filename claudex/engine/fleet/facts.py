@@ -13,6 +13,11 @@ A fact is about one provider and lives in one of three registers:
 - `cooldown`: "cooling" until `until` (a 429's Retry-After).
 - `window`: "spent" until `until` (a plan's quota window, until its reset; `reason` names the
   window, `5h`). An operator's reset does not end it: the plan is spent whatever claudex does.
+- `context`: "window", one record per model sent (`model`): the provider's context window for
+  it, `tokens` (stated in a 400, or learned just under a refused prompt's estimate), so every
+  instance passes a backup too small for a long conversation over without each paying a refused
+  request. Nothing else reads it: an operator's reset does not end it (the model's window is
+  what it is), and it stays a day in Redis (`SETTLED_TTL_S`), as long as the instances keep it.
 
 Each register holds the last write: the newer fact wins, newer meaning a later `(at, by)` — the
 wall time it was written and the instance that wrote it (a tie between two instances is broken by
@@ -28,17 +33,21 @@ a reset cancels the traffic open and the cooldown written before it, not those w
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Register = Literal["operator", "traffic", "cooldown", "window"]
-REGISTERS: tuple[Register, ...] = ("operator", "traffic", "cooldown", "window")
+Register = Literal["operator", "traffic", "cooldown", "window", "context"]
+REGISTERS: tuple[Register, ...] = ("operator", "traffic", "cooldown", "window", "context")
 _STATES: dict[Register, frozenset[str]] = {
     "operator": frozenset({"forced_open", "reset"}),
     "traffic": frozenset({"open", "closed"}),
     "cooldown": frozenset({"cooling"}),
     "window": frozenset({"spent"}),
+    "context": frozenset({"window"}),
 }
+# Context windows kept per provider (as ProviderRuntime keeps them): a peer cannot grow this
+# without bound either.
+MAX_CONTEXTS = 64
 
 # How long Redis keeps a record that does not expire by itself: long enough that an instance
 # cut off for a while cannot resurrect what it missed, short enough that dead providers' keys go.
@@ -54,6 +63,8 @@ class Fact:
     by: str  # the instance that wrote it
     until: float | None = None  # wall time an "open", "cooling" or timed trip stops holding
     reason: str | None = None  # a trip's: the operator's words
+    model: str | None = None  # a context window's: the model it is for ("" when none was sent)
+    tokens: int | None = None  # a context window's size
 
     def newer_than(self, other: Fact | None) -> bool:
         return other is None or (self.at, self.by) > (other.at, other.by)
@@ -71,6 +82,8 @@ class Fact:
         return max(1.0, self.until - now_wall)
 
     def key(self) -> str:
+        if self.register == "context":
+            return f"context:{self.provider}:{self.model or ''}"
         return f"{self.register}:{self.provider}"
 
     def encode(self) -> str:
@@ -79,6 +92,8 @@ class Fact:
                                 "until": self.until}
         if self.reason is not None:
             data["reason"] = self.reason
+        if self.register == "context":
+            data["model"], data["tokens"] = self.model or "", self.tokens
         return json.dumps(data, separators=(",", ":"))
 
 
@@ -108,8 +123,16 @@ def decode(raw: str | bytes) -> Fact:
     reason = data.get("reason")
     if reason is not None and not isinstance(reason, str):
         raise BadFact("reason must be a string or absent")
+    model, tokens = data.get("model"), data.get("tokens")
+    if register == "context":
+        if not isinstance(model, str):
+            raise BadFact("a context window names its model")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise BadFact("a context window's tokens must be a positive integer")
+    else:
+        model, tokens = None, None
     return Fact(provider, register, state, float(at), by,
-                None if until is None else float(until), reason or None)
+                None if until is None else float(until), reason or None, model, tokens)
 
 
 @dataclass
@@ -120,21 +143,31 @@ class Registers:
     traffic: Fact | None = None
     cooldown: Fact | None = None
     window: Fact | None = None
+    # The `context` register holds one fact per model: model -> its newest context window.
+    contexts: dict[str, Fact] = field(default_factory=dict)
 
-    def get(self, register: Register) -> Fact | None:
+    def get(self, register: Register, model: str | None = None) -> Fact | None:
+        if register == "context":
+            return self.contexts.get(model or "")
         value: Fact | None = getattr(self, register)
         return value
 
     def offer(self, fact: Fact) -> bool:
         """Keep `fact` if it is newer than what its register holds; True when it was kept."""
-        if not fact.newer_than(self.get(fact.register)):
+        if not fact.newer_than(self.get(fact.register, fact.model)):
             return False
-        setattr(self, fact.register, fact)
+        if fact.register == "context":
+            model = fact.model or ""
+            if len(self.contexts) >= MAX_CONTEXTS and model not in self.contexts:
+                self.contexts.pop(next(iter(self.contexts)))
+            self.contexts[model] = fact
+        else:
+            setattr(self, fact.register, fact)
         return True
 
     def facts(self) -> list[Fact]:
         return [f for f in (self.operator, self.traffic, self.cooldown, self.window)
-                if f is not None]
+                if f is not None] + list(self.contexts.values())
 
 
 BreakerView = Literal["forced_open", "open", "closed"]

@@ -3,7 +3,8 @@
 Layout, under the `[fleet] key_prefix` (default "claudex"):
 
 - `{prefix}:fact:{register}:{provider}`: the newest fact of that register (engine/fleet/facts.py),
-  with a TTL that ends when the fact stops holding (a trip has none: it holds until a reset).
+  with a TTL that ends when the fact stops holding (a trip has none: it holds until a reset);
+  a context window's is `{prefix}:fact:context:{provider}:{model}`, one per model.
 - `{prefix}:facts`: the pub/sub channel every written fact is announced on, for immediacy.
 - `{prefix}:health`: the channel health probe results are announced on (never stored: each is
   applied once, by the instances listening then).
@@ -117,7 +118,7 @@ class FleetStore:
         await self._bounded(self._client.ping())
 
     def fact_key(self, fact: Fact) -> str:
-        return f"{self.prefix}:fact:{fact.register}:{fact.provider}"
+        return f"{self.prefix}:fact:{fact.key()}"
 
     async def write(self, fact: Fact, now_wall: float) -> bool:
         """Record and announce `fact` unless Redis holds a newer one; True when written."""

@@ -202,3 +202,51 @@ def test_a_spent_window_holds_until_its_reset_and_a_reset_does_not_end_it() -> N
     assert view(regs, T0 + 600).spent_until is None
     again = decode(fact("window", "spent", T0, until=T0 + 600, reason="5h").encode())
     assert (again.register, again.state, again.reason) == ("window", "spent", "5h")
+
+
+def context(tokens: int, at: float, by: str = "x", model: str = "m") -> Fact:
+    return Fact("p", "context", "window", at, by, model=model, tokens=tokens)
+
+
+def test_a_context_window_is_a_record_per_model_and_the_newest_wins() -> None:
+    regs = Registers()
+    assert regs.offer(context(8192, T0, model="small"))
+    assert regs.offer(context(131072, T0, model="big"))  # another model: its own record
+    assert not regs.offer(context(4000, T0 - 1, model="small"))  # older
+    assert regs.offer(context(4000, T0 + 1, model="small"))
+    assert {f.model: f.tokens for f in regs.facts()} == {"small": 4000, "big": 131072}
+    assert context(1, T0, model="small").key() == "context:p:small"
+    assert context(1, T0).ttl_s(T0) == 24 * 3600  # a day in Redis, not for ever
+    # Nothing else reads it: the breaker's view is untouched.
+    assert view(regs, T0 + 2) == view(Registers(), T0 + 2)
+    again = decode(context(8192, T0, "a", "qwen2.5:7b").encode())
+    assert (again.register, again.model, again.tokens) == ("context", "qwen2.5:7b", 8192)
+    for bad in ('"tokens":0,"model":"m"', '"tokens":true,"model":"m"', '"tokens":9',
+                '"tokens":"9","model":"m"'):
+        with pytest.raises(BadFact):
+            decode('{"provider":"p","register":"context","state":"window","at":1,"by":"a",'
+                   + bad + "}")
+
+
+def test_a_learned_context_window_is_told_once_and_a_peers_is_learned_here() -> None:
+    clock = FakeClock()
+    engine, fleet = fleet_engine(clock)
+    rt = engine.runtimes["p"]
+    rt.learn_context_window("small", 8192)  # what failover.py does on a backup's 400
+    fleet.watch_cooldowns()
+    told = fleet.registers["p"].get("context", "small")
+    assert told is not None and (told.by, told.tokens) == ("me", 8192)
+    fleet.watch_cooldowns()
+    assert fleet.registers["p"].get("context", "small") is told  # not news twice
+    clock.advance(1)
+    assert fleet.receive(context(4000, clock.wall(), "peer", "small"))
+    assert rt.context_window("small") == 4000
+    fleet.watch_cooldowns()  # heard from a peer: not sent back as this instance's
+    heard = fleet.registers["p"].get("context", "small")
+    assert heard is not None and heard.by == "peer"
+    # A window learned here before a peer's older word arrives is kept, and told.
+    rt.learn_context_window("other", 2000)
+    assert not fleet.receive(context(9000, clock.wall() - 5, "peer", "other"))
+    assert rt.context_window("other") == 2000
+    mine = fleet.registers["p"].get("context", "other")
+    assert mine is not None and mine.by == "me"
