@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -224,7 +225,7 @@ class Profile:
     # Why this profile cannot be used (secret missing, credentials file absent); None when usable.
     problem: str | None = None
 
-    @property
+    @cached_property  # read several times a request; the profile is frozen
     def protocol(self) -> Protocol:
         if self.provider_type == "DirectAnthropic":
             return "anthropic"

@@ -257,9 +257,14 @@ def check_top_level(protocol: Literal["anthropic", "openai", "responses"], endpo
         from claudex.providers.validation_responses import check_responses_top_level
         check_responses_top_level(body)
         return
-    required_field(body, "model", "string")
-    if not required_field(body, "messages", "list"):
-        raise fail(("messages",), "empty")
+    # Every request passes here: the usual values (a plain str, a non-empty list, a positive
+    # int, a bool) are taken at a glance, anything else by the full check that words why.
+    if body.get("model").__class__ is not str:
+        required_field(body, "model", "string")
+    messages = body.get("messages")
+    if messages.__class__ is not list or not messages:
+        if not required_field(body, "messages", "list"):
+            raise fail(("messages",), "empty")
     if protocol == "anthropic":
         if endpoint == "count_tokens":
             # The counting endpoint takes no `stream`; a stream flag there would make the
@@ -267,8 +272,12 @@ def check_top_level(protocol: Literal["anthropic", "openai", "responses"], endpo
             if body.get("stream") not in (None, False):
                 raise fail(("stream",), "extra")
         else:
-            _positive_integer(body, "max_tokens", required=True)
-            optional_fields(body, (("stream", "boolean"),))
+            max_tokens = body.get("max_tokens")
+            if max_tokens.__class__ is not int or max_tokens < 1:
+                _positive_integer(body, "max_tokens", required=True)
+            stream = body.get("stream")
+            if stream is not None and stream is not True and stream is not False:
+                optional_fields(body, (("stream", "boolean"),))
         optional_fields(body, _ANTHROPIC_OPTIONAL)
         choice = body.get("tool_choice")
         if choice is not None and not isinstance(choice, dict | str):  # "auto" is tolerated

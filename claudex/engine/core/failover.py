@@ -475,7 +475,7 @@ class Forwarder:
         oauth = profile.auth_type == "oauth" or profile.token_command is not None
         outcome = classify_status(status, oauth=oauth)
         if outcome is Outcome.OK:
-            return await self._answer(ledger, exchange, resp, deadlines, auth)
+            return await self._answer(ledger, exchange, resp, status, deadlines, auth)
         # Every non-2xx answer is small: read it whole for the message and pass-through.
         try:
             payload = await resp.read()
@@ -522,9 +522,10 @@ class Forwarder:
         log.info("%s", words)
 
     async def _answer(self, ledger: Ledger, exchange: Exchange, resp: GatedResponse,
-                      deadlines: StreamDeadlines | None, auth: AuthHeaders | None) -> Seen:
+                      status: int, deadlines: StreamDeadlines | None,
+                      auth: AuthHeaders | None) -> Seen:
         """A 2xx: the stream up to its commit, or the whole answer; or why it failed."""
-        rt, status = ledger.rt, resp.status
+        rt = ledger.rt
         if deadlines is not None:
             streamed = await open_stream(ledger, exchange, resp, deadlines)
             if isinstance(streamed, ForwardResult):
@@ -546,7 +547,7 @@ class Forwarder:
         headers = passed_headers(resp.raw_headers, translating=exchange.translating)
         headers["content-type"] = "application/json"
         return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=ForwardResult(
-            status, headers, rt.name, ledger.trail.attempts, body=payload))
+            status, headers, rt.profile.name, ledger.trail.attempts, body=payload))
 
     def _passed_on(self, ledger: Ledger, exchange: Exchange, seen: Seen) -> ForwardResult:
         """The provider's refusal of the client's own request, for the client unchanged."""

@@ -105,7 +105,7 @@ class Ledger:
 
     def attempt(self, outcome: str, status: int | None = None, message: str = "") -> Attempt:
         """The attempt of the try in progress; without one (nothing sent yet), a bare one."""
-        name, outcome = self.rt.name, str(outcome)  # an Outcome / Local member: its word
+        name, outcome = self.rt.profile.name, str(outcome)  # an Outcome / Local member: its word
         if self._sent_at is None:
             return Attempt(name, outcome, status, message, pool=self.pool)
         return Attempt(name, outcome, status, message, self.ms_since(self._sent_at),

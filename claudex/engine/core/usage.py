@@ -83,14 +83,21 @@ def normalise(raw: Mapping[str, Any]) -> Usage:
     which): Chat's `prompt_tokens` and Responses' `input_tokens` (told apart from Anthropic's
     by their `*_tokens_details` or `total_tokens`, which Anthropic never sends) hold the cached
     parts; Anthropic's `input_tokens` does not."""
-    output = _count(raw.get("output_tokens")) or _count(raw.get("completion_tokens"))
+    # Once per answer: a plain positive int or an absent key is read here, anything else by
+    # `_count` (the same figure, one call fewer per counter in the usual case).
+    output = raw.get("output_tokens")
+    if output.__class__ is not int or output <= 0:
+        output = _count(output) or _count(raw.get("completion_tokens"))
     prompt = raw.get("prompt_tokens")
     details = raw.get("prompt_tokens_details") if prompt is not None else \
         raw.get("input_tokens_details")
     if prompt is None and details is None and "total_tokens" not in raw:  # Anthropic's
-        return Usage(_count(raw.get("input_tokens")), output,
-                     _count(raw.get("cache_read_input_tokens")),
-                     _count(raw.get("cache_creation_input_tokens")))
+        tin = raw.get("input_tokens")
+        read = raw.get("cache_read_input_tokens")
+        written = raw.get("cache_creation_input_tokens")
+        return Usage(tin if tin.__class__ is int and tin > 0 else _count(tin), output,
+                     0 if read is None else _count(read),
+                     0 if written is None else _count(written))
     whole = _count(prompt) if prompt is not None else _count(raw.get("input_tokens"))
     if not isinstance(details, Mapping):
         details = {}
