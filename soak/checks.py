@@ -133,7 +133,19 @@ def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]]) -> str | N
                 f"{(ex.headers or {}).get('x-claudex-attempts')}")
     served_by = (ex.headers or {}).get("x-claudex-provider")
     if ex.status == 200 and arrivals and arrivals[-1][1] != served_by:
-        return f"served by {served_by} but the last upstream call went to {arrivals[-1][1]}"
+        # A fake records a request once it has read its body. claudex may have given up on a
+        # provider (its read or first-byte timeout) before that provider's event loop, starved
+        # on a busy machine, read what was sent: then it is recorded after the backup's answer,
+        # though it was sent before. Only a provider the trail shows timed out, every time, may
+        # be recorded last.
+        outcomes: dict[str, set[str]] = defaultdict(set)
+        for provider, outcome in reaching:
+            outcomes[provider].add(outcome)
+        served_at = max((at for at, p in arrivals if p == served_by), default=None)
+        later = {p for at, p in arrivals if served_at is None or at > served_at}
+        if served_at is None or any(outcomes.get(p) != {"timeout"} for p in later):
+            return (f"served by {served_by} but the last upstream call went to "
+                    f"{arrivals[-1][1]}: trail {(ex.headers or {}).get('x-claudex-attempts')}")
     return None
 
 

@@ -90,6 +90,17 @@ def test_an_upstream_call_after_the_commit_is_caught() -> None:
         exchange("openai", False, 200, b"{}"), [(100.01, "alpha"), (100.02, "alpha")]) or "")
     assert "last upstream call went to beta" in (upstream_problem(
         ex, [(100.01, "alpha"), (100.02, "beta")]) or "")
+    # A provider claudex gave up on (its timeout) may read the request it was sent after
+    # the backup answered, on a starved event loop; any other outcome may not.
+    timed_out = exchange("openai", False, 200, b"{}",
+                         headers={"x-claudex-attempts": "beta:timeout,alpha:200",
+                                  "x-claudex-provider": "alpha"})
+    assert upstream_problem(timed_out, [(100.01, "alpha"), (100.02, "beta")]) is None
+    refused = exchange("openai", False, 200, b"{}",
+                       headers={"x-claudex-attempts": "beta:server_error,alpha:200",
+                                "x-claudex-provider": "alpha"})
+    assert "trail beta:server_error,alpha:200" in (upstream_problem(
+        refused, [(100.01, "alpha"), (100.02, "beta")]) or "")
 
 
 def test_the_breaker_model_accepts_the_contract_and_catches_what_breaks_it() -> None:
