@@ -167,6 +167,10 @@ class FakeProvider:
         context length is N tokens", Anthropic's "prompt is too long"). None: unlimited."""
         self.context_sized = True
         """False: an OpenAI fake refuses as Groq does, without saying the window's size."""
+        self.context_in_stream: str | None = None
+        """A Responses fake with this set ("response.failed" or "error") refuses a streamed
+        request over its `context_window` as the Responses API can: inside a 200 stream,
+        before any content, with that event (`replies_responses.refused_stream`)."""
         self.chatgpt: ChatGPTRules | None = None
         """A Responses fake with these set behaves as the ChatGPT (Codex subscription)
         backend: its account header, `store: false`, streaming only, no output cap or
@@ -518,6 +522,9 @@ class FakeProvider:
                 context_sized=self.context_sized,
             )
         except BadRequest as error:
+            if (error.kind == "context_length" and streaming and kind == "responses"
+                    and self.context_in_stream is not None):
+                return await self._writer.refused_stream(request, body, self.context_in_stream)
             return self._writer.error(error.kind, str(error))
         if self.reply_text is not None and reply.tool_call is None:
             reply = dataclasses.replace(reply, words=tuple(self.reply_text.split(" ")))

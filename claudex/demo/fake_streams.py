@@ -22,7 +22,7 @@ from claudex.demo.fake_replies import ErrorKind
 from claudex.demo.fake_responses import reasoning_for
 from claudex.demo.faults import Fault, FaultState
 from claudex.demo.recording import presented_tokens
-from claudex.demo.replies_responses import responses_stream
+from claudex.demo.replies_responses import refused_stream, responses_stream
 
 if TYPE_CHECKING:
     from claudex.demo.fake_provider import FakeProvider
@@ -129,6 +129,21 @@ class ReplyWriter:
         if not await self.send(response, events):
             return drop(request, response)
         return response  # aiohttp ends the chunked body
+
+    async def refused_stream(self, request: web.BaseRequest, body: dict[str, Any],
+                             how: str) -> web.StreamResponse:
+        """A Responses request over the context window refused inside its 200 stream."""
+        reply_id = self.next_id()
+        model = body.get("model")
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+            "x-fake-provider": self._provider.name, self._request_id_header: "req_" + reply_id})
+        await response.prepare(request)
+        events = refused_stream(reply_id, model if isinstance(model, str) else "",
+                                int(time.time()), how)
+        if not await self.send(response, events):
+            return drop(request, response)
+        return response
 
     async def send(self, response: web.StreamResponse, events: list[bytes]) -> bool:
         """Write the events, pausing `stream_delay_ms` between them; False if stopping."""

@@ -87,3 +87,38 @@ def responses_stream(reply: Reply, created: int,
                   param=None)
     return StreamParts(preamble=preamble, opening=opening, deltas=deltas, closing=closing,
                        error=error)
+
+
+# The Responses API's own words for a prompt over the model's context window, with no size
+# (anomalyco/opencode#6071; openai/codex codex-rs/codex-api/src/sse/responses.rs's fixture).
+CONTEXT_WORDS = ("Your input exceeds the context window of this model. Please adjust your input "
+                 "and try again.")
+
+
+def refused_stream(reply_id: str, model: str, created: int, how: str) -> list[bytes]:
+    """A streamed request over the context window, refused inside a 200 stream before any
+    content, as the Responses API does: `response.created`, `response.in_progress`, then
+    `how` = "response.failed" (the failed response carrying `error: {code:
+    "context_length_exceeded", message}`, the shape of codex-rs's `context_window_error_is_fatal`
+    fixture, which Codex CLI reads as ContextWindowExceeded) or "error" (the `error` event:
+    type, code, message, param, sequence_number, as OpenAI's ResponseErrorEvent schema has it)."""
+    sequence = iter(range(1_000_000))
+
+    def event(kind: str, **fields: Any) -> bytes:
+        data = dumps({"type": kind, "sequence_number": next(sequence), **fields})
+        return f"event: {kind}\ndata: {data}\n\n".encode()
+
+    pending = {"id": "resp_" + reply_id, "object": "response", "created_at": created,
+               "status": "in_progress", "model": model, "output": [], "usage": None,
+               "error": None, "incomplete_details": None, "parallel_tool_calls": True,
+               "store": False}
+    events = [event("response.created", response=pending),
+              event("response.in_progress", response=pending)]
+    if how == "error":
+        events.append(event("error", code="context_length_exceeded", message=CONTEXT_WORDS,
+                            param="input"))
+    else:
+        failed = {**pending, "status": "failed",
+                  "error": {"code": "context_length_exceeded", "message": CONTEXT_WORDS}}
+        events.append(event("response.failed", response=failed))
+    return events

@@ -35,8 +35,12 @@ providers count it):
                  (multica-ai/multica#4130)
     OpenAI Responses  Your input exceeds the context window of this model. Please adjust your
                  input and try again. code "context_length_exceeded", no size
-                 (anomalyco/opencode#6071, dyad-sh/dyad#1672; streamed, it comes as an SSE
-                 `error` event of a 200 stream, which claudex counts as a stream failure)
+                 (anomalyco/opencode#6071, dyad-sh/dyad#1672). Streamed, it comes inside a
+                 200 stream before any content, as `response.failed` with that code in
+                 `response.error` (openai/codex codex-rs/codex-api/src/sse/responses.rs,
+                 context_window_error_is_fatal) or an `error` event (OpenAI's
+                 ResponseErrorEvent: code, message, param; the-open-agent/openagent#2344):
+                 engine/core/streaming.py reads the event's message and chunk here too
     llama.cpp    the request exceeds the available context size, try increasing it; type
                  "exceed_context_size_error" with "n_ctx" beside the message
                  (ggml-org/llama.cpp PR 15780, oobabooga/textgen#7257)

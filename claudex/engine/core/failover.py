@@ -527,7 +527,8 @@ class Forwarder:
         """A 2xx: the stream up to its commit, or the whole answer; or why it failed."""
         rt = ledger.rt
         if deadlines is not None:
-            streamed = await open_stream(ledger, exchange, resp, deadlines)
+            streamed = await open_stream(ledger, exchange, resp, deadlines,
+                                         self._learn_context_window)
             if isinstance(streamed, ForwardResult):
                 return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=streamed)
             if auth is not None:

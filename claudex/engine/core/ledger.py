@@ -13,11 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from claudex.engine.breaker.circuit import Permit
 from claudex.engine.clock import Clock, WallClock
+from claudex.engine.core.classify import Outcome
 from claudex.engine.core.hooks import Flow, Hooks, addon_failed
 from claudex.engine.core.policy import (
     AFTER_COMMIT,
     CLIENT_GONE,
     OK_RULE,
+    POLICY,
     BreakerEffect,
     HealthEffect,
     Rule,
@@ -172,6 +174,15 @@ class Ledger:
         self._end(AFTER_COMMIT)
         self._tell(attempt, AFTER_COMMIT)
 
+    def passed_on_in_stream(self) -> None:
+        """A committed stream that carried the provider's refusal of the client's own request
+        (a context window, at the addressed profile) ended: like its 400, the client's error
+        row (no breaker failure, counted as a client error)."""
+        attempt = self._stream_attempt_ended()
+        rule = POLICY[Outcome.CLIENT_ERROR]
+        self._end(rule)
+        self._tell(attempt, rule)
+
     def _end(self, rule: Rule) -> None:
         """The permit goes back with the row's breaker effect; the row's health effect."""
         rt = self.rt
@@ -185,11 +196,12 @@ class Ledger:
         if rule.health is HealthEffect.AUTH_FAILING:
             rt.health.auth_failing = True
 
-    def committed(self) -> None:
-        """The stream's first content arrived: its attempt joins the trail as served."""
+    def committed(self, outcome: str = "ok", message: str = "") -> None:
+        """The stream's first content arrived: its attempt joins the trail as served (or, a
+        refusal passed on in the stream, as `outcome`)."""
         self.content_arrived()
         self._committed = len(self.trail.attempts)
-        self.trail.attempts.append(self.attempt("ok", 200))
+        self.trail.attempts.append(self.attempt(outcome, 200, message))
         for hook in self.hooks.stream_committed:
             try:
                 hook(self.flow, self.rt)

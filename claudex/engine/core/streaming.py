@@ -14,25 +14,38 @@ from claudex.engine.core.classify import Outcome, StreamStalled, map_transport_e
 from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.request import ForwardResult
+from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.stalls import IdleWatch, StreamDeadlines
 from claudex.engine.core.stream_codec import StreamCodec
 from claudex.engine.core.transport import UpstreamResponse
 from claudex.engine.core.usage import Usage, UsageScanner
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai, responses
+from claudex.providers.context_limits import context_refusal
 from claudex.providers.sse import CommitWatcher, StreamSignal
 
 log = logging.getLogger("claudex.proxy")
 # The commit rule reads the client's protocol: the watcher sees what the client will get.
 _SIGNALS = {"anthropic": anthropic.signal, "openai": openai.signal,
             "responses": responses.signal}
+# Remembers a context window a provider stated (or, None, said without its size) for the
+# exchange's model (Failover._learn_context_window).
+LearnWindow = Callable[[ProviderRuntime, Exchange, int | None], None]
 
 
 async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse,
-                      deadlines: StreamDeadlines) -> ForwardResult | tuple[Outcome, str]:
+                      deadlines: StreamDeadlines, learn: LearnWindow,
+                      ) -> ForwardResult | tuple[Outcome, str]:
     """Hold the stream until its first content event; or, the stream closed, the outcome and
     words of why it failed before (the failure policy decides what follows). The first bytes
-    and the first content must arrive by `deadlines` (engine/core/stalls.py)."""
+    and the first content must arrive by `deadlines` (engine/core/stalls.py).
+
+    An error event before the content that says the conversation is over the context window
+    (the Responses API's `response.failed` or `error` with code `context_length_exceeded`,
+    inside a 200 stream: openai/codex codex-rs/codex-api/src/sse/responses.rs reads the former
+    as ContextWindowExceeded) is that provider's context 400 in a stream: `learn` remembers the
+    window, and it is `context_exceeded` at a backup (no breaker failure), or at the addressed
+    profile passed on as it came (committed to, and no failure of the provider's either)."""
     name = ledger.rt.name
     codec = exchange.stream_codec()
     watcher = CommitWatcher(_SIGNALS[exchange.client])
@@ -40,6 +53,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     chunks = resp.chunks().__aiter__()
     any_yet = False
     chatgpt = exchange.chatgpt
+    refused = False  # the addressed profile's context refusal, passed on
 
     def failed(outcome: Outcome, message: str) -> tuple[Outcome, str]:
         resp.close()
@@ -73,8 +87,15 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
                     if signal is StreamSignal.CONTENT:
                         break
                     if signal is StreamSignal.ERROR or codec.error:
-                        return failed(Outcome.STREAM_ERROR,
-                                      watcher.error_message or codec.error or "error event")
+                        message = watcher.error_message or codec.error or "error event"
+                        refusal = context_refusal(message, chunk[-4096:])
+                        if refusal is None:
+                            return failed(Outcome.STREAM_ERROR, message)
+                        learn(ledger.rt, exchange, refusal.window)
+                        if not exchange.addressed:
+                            return failed(Outcome.CONTEXT_EXCEEDED, message)
+                        refused = True  # the client compacts on it, as on the 400
+                        break
         except TimeoutError:
             if scope.expired():  # else the socket's own, passed on as it is
                 raise StreamStalled(deadlines.next_event(any_yet)[1]) from None
@@ -89,13 +110,16 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         ledger.release()
         raise
     # Committed: from here on nothing is retried, so the request is never billed twice.
-    ledger.committed()  # its time to first content, measured here
+    if refused:
+        ledger.committed("context_exceeded", watcher.error_message or codec.error or "")
+    else:
+        ledger.committed()  # its time to first content, measured here
     headers = passed_headers(resp.raw_headers, translating=exchange.translating)
     headers["content-type"] = "text/event-stream; charset=utf-8" if exchange.translating \
         else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"
     ledger.hand_to_stream()
-    stream = RelayedStream(ledger, exchange, codec, resp, chunks, b"".join(held))
+    stream = RelayedStream(ledger, exchange, codec, resp, chunks, b"".join(held), refused)
     return tag(ForwardResult(200, headers, name, ledger.trail.attempts, stream=stream))
 
 
@@ -112,8 +136,10 @@ class RelayedStream:
     which aiohttp re-arms on every chunk."""
 
     def __init__(self, ledger: Ledger, exchange: Exchange, codec: StreamCodec,
-                 resp: UpstreamResponse, chunks: AsyncIterator[bytes], first: bytes) -> None:
+                 resp: UpstreamResponse, chunks: AsyncIterator[bytes], first: bytes,
+                 refused: bool = False) -> None:
         self._ledger = ledger
+        self._refused = refused  # carries the provider's refusal of the request: no failure
         self._exchange = exchange
         self._codec = codec
         self._resp = resp
@@ -199,6 +225,9 @@ class RelayedStream:
             ledger.broke_mid_stream(message)
             log.warning("%s", message)
             self._ahead.append(self._exchange.sse_error(message))
+            return
+        if self._refused:
+            ledger.passed_on_in_stream()
             return
         if codec.error is not None or not codec.finished:
             message = (f"{name}: {codec.error}" if codec.error is not None
