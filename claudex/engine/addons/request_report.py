@@ -124,7 +124,10 @@ class RequestRecord:
         self._event: Event | None = None
 
     def trail(self) -> str:
-        return " -> ".join(a.label() for a in self.attempts)
+        attempts = self.attempts
+        if len(attempts) == 1:  # the usual request: its journal row needs no join
+            return attempts[0].label()
+        return " -> ".join(a.label() for a in attempts)
 
     def outcome(self) -> str:
         """`ok`, `failover` or `failed` (a committed stream that broke included)."""

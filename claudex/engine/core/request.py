@@ -80,9 +80,13 @@ class Attempt:
     def label(self) -> str:
         """The form used in log lines and the console's trail: `grok 503`, `anth stream_error`,
         a pool's member `claude/acct-b 200`."""
+        # `_result`, written in: every journal row makes its trail of these.
+        status = self.status
+        result = str(status) if status is not None and \
+            self.outcome not in _NAMED_EVEN_WITH_STATUS else self.outcome
         if self.pool is not None:
-            return f"{self.pool}/{self.provider} {self._result()}"
-        return f"{self.provider} {self._result()}"
+            return f"{self.pool}/{self.provider} {result}"
+        return f"{self.provider} {result}"
 
     def _result(self) -> str:
         # A stream that died before content answered 200 first: its status says nothing.
@@ -97,11 +101,25 @@ class Attempt:
             "status": self.status,
             "message": self.message,
         }
-        # The detail fields only when known, so error bodies and headers stay small.
-        for key in _DETAIL_FIELDS:
-            value = getattr(self, key)
-            if value is not None and value != ():
-                out[key] = list(value) if isinstance(value, tuple) else value
+        # The detail fields only when known, so error bodies and headers stay small (in
+        # _DETAIL_FIELDS' order, each read directly: every journal row makes these).
+        if self.latency_ms is not None:
+            out["latency_ms"] = self.latency_ms
+        if self.headers_ms is not None:
+            out["headers_ms"] = self.headers_ms
+        if self.first_content_ms is not None:
+            out["first_content_ms"] = self.first_content_ms
+        if self.model is not None:
+            out["model"] = self.model
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        if self.breaker is not None:
+            out["breaker"] = self.breaker
+        dropped = self.dropped
+        if dropped is not None and dropped != ():
+            out["dropped"] = list(dropped) if isinstance(dropped, tuple) else dropped
+        if self.pool is not None:
+            out["pool"] = self.pool
         return out
 
 

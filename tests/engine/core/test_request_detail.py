@@ -244,3 +244,39 @@ async def test_a_stream_that_breaks_after_its_commit_says_so_in_its_trail(
     assert attempt["headers_ms"] <= attempt["first_content_ms"] <= attempt["latency_ms"]
     minutes = proxy.engine.snapshot()["profiles"][0]["stats"]["minutes"]
     assert minutes["requests"][-1] == 1 and minutes["errors"][-1] == 1
+
+
+def test_an_attempts_json_and_label_keep_their_rule() -> None:
+    """`Attempt.to_json` and `label` are written out field by field (every journal row makes
+    them): each still gives what the plain rule gives — the four fields, then each detail field
+    in `_DETAIL_FIELDS`' order when it is set (a tuple as a list), and the status unless the
+    outcome names itself."""
+    from claudex.engine.core.request import _DETAIL_FIELDS, _NAMED_EVEN_WITH_STATUS, Attempt
+
+    def plain_json(a: Attempt) -> dict[str, Any]:
+        out: dict[str, Any] = {"provider": a.provider, "outcome": a.outcome,
+                               "status": a.status, "message": a.message}
+        for key in _DETAIL_FIELDS:
+            value = getattr(a, key)
+            if value is not None and value != ():
+                out[key] = list(value) if isinstance(value, tuple) else value
+        return out
+
+    def plain_label(a: Attempt) -> str:
+        result = str(a.status) if a.status is not None and \
+            a.outcome not in _NAMED_EVEN_WITH_STATUS else a.outcome
+        return f"{a.pool}/{a.provider} {result}" if a.pool is not None else \
+            f"{a.provider} {result}"
+
+    attempts = [
+        Attempt("anth", "ok", 200),
+        Attempt("grok", "server_error", 503, "overloaded", 12.5, 3.0),
+        Attempt("anth", "stream_error", 200, "cut", 40.0, 2.0, 9.0, "m", 256, "closed",
+                ("thinking", "top_k"), "claude"),
+        Attempt("b", "breaker_open", message="breaker open"),
+        Attempt("c", "timeout", None, "", None, None, None, "", 0, "half_open", (), None),
+    ]
+    for a in attempts:
+        assert a.to_json() == plain_json(a)
+        assert list(a.to_json()) == list(plain_json(a))  # the same keys in the same order
+        assert a.label() == plain_label(a)
