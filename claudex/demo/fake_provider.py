@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import time
 from collections.abc import Iterable, Sequence
 from enum import Enum
@@ -46,6 +47,7 @@ from claudex.demo import thinking_rules
 from claudex.demo.fake_control import control_response
 from claudex.demo.fake_oauth import FakeTokenServer, TokenGrant
 from claudex.demo.fake_plans import Plan
+from claudex.demo.fake_ratelimits import RateLimits
 from claudex.demo.fake_replies import BadRequest, Protocol
 from claudex.demo.fake_responses import (
     ChatGPTRules,
@@ -161,6 +163,12 @@ class FakeProvider:
         """A subscription's quota windows (`claudex.demo.fake_plans`): every answer describes
         them in the service's headers, they fill with the tokens served, and a full one is
         refused with the service's "window spent" 429 until it resets. None: an API key."""
+        self.rate_limits: RateLimits | None = RateLimits.of(
+            "anthropic" if protocol == "anthropic" else "openai")
+        """An API key's rate limits (`claudex.demo.fake_ratelimits`): every answer of a fake
+        without a plan (and not the ChatGPT backend) describes them in the service's headers,
+        and an empty bucket is refused with 429. None: no rate-limit headers (a provider that
+        sends none, as DeepSeek)."""
         self.context_window: int | None = None
         """The model's context window in the fakes' tokens (a quarter of the body's bytes): a
         longer prompt is refused with 400 in the protocol's real wording (OpenAI's "maximum
@@ -485,6 +493,11 @@ class FakeProvider:
         plan = self.plan if kind in ("messages", "chat", "responses") else None
         if plan is not None and (spent := plan.refusal()) is not None:
             return self._writer.json(spent[0], spent[1], spent[2])
+        limits = self.key_limits() if kind in ("messages", "chat", "responses") else None
+        if limits is not None and (wait := limits.refusal_in()) is not None:
+            over = self._writer.error("rate_limit")
+            over.headers["retry-after"] = str(max(1, math.ceil(wait)))
+            return over
         mode = self._take_fault(kind)
         if faults.latency_ms > 0 and not await self._pause(faults.latency_ms / 1000):
             return drop(request)
@@ -536,6 +549,8 @@ class FakeProvider:
                                         cache_read=cached.read, cache_creation=cached.written)
         if plan is not None:
             plan.serve(reply.input_tokens + reply.output_tokens)
+        elif limits is not None:
+            limits.serve(reply.input_tokens, reply.output_tokens)
         if streaming:
             return await self._writer.stream(request, reply, body, mode)
         if self.protocol == "anthropic":
@@ -544,6 +559,18 @@ class FakeProvider:
             return self._writer.json(200, responses_object(
                 reply, int(time.time()), reasoning_for(self.name, body, reply.id)))
         return self._writer.json(200, replies.openai_completion(reply, int(time.time())))
+
+    def key_limits(self) -> RateLimits | None:
+        """The API key's rate limits, when this fake is one (no plan, not the ChatGPT
+        backend)."""
+        return self.rate_limits if self.plan is None and self.chatgpt is None else None
+
+    def quota_headers(self) -> dict[str, str]:
+        """What an answer says of the plan's windows or the key's rate limits."""
+        if self.plan is not None:
+            return self.plan.headers()
+        limits = self.key_limits()
+        return limits.headers() if limits is not None else {}
 
     def _record(
         self, request: web.BaseRequest, headers: dict[str, str], body: Any

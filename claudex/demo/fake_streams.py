@@ -101,7 +101,7 @@ class ReplyWriter:
                 "Cache-Control": "no-cache",
                 "x-fake-provider": provider.name,
                 self._request_id_header: "req_" + reply.id,
-                **(provider.plan.headers() if provider.plan is not None else {}),
+                **provider.quota_headers(),
             },
         )
         await response.prepare(request)
@@ -179,9 +179,8 @@ class ReplyWriter:
 
     def json(self, status: int, payload: dict[str, Any],
              extra: dict[str, str] | None = None) -> web.Response:
-        """`extra`: headers of the answer's own (a plan's refusal); a plan's windows are on
-        every answer of a provider that has one."""
-        plan = self._provider.plan
+        """`extra`: headers of the answer's own (a plan's refusal); a plan's windows, or an API
+        key's rate limits, are on every other answer."""
         return web.Response(
             status=status,
             body=replies.dumps_bytes(payload),
@@ -189,7 +188,7 @@ class ReplyWriter:
                 "Content-Type": "application/json",
                 "x-fake-provider": self._provider.name,
                 self._request_id_header: "req_" + self.next_id(),
-                **(extra if extra is not None else plan.headers() if plan is not None else {}),
+                **(extra if extra is not None else self._provider.quota_headers()),
             },
         )
 

@@ -145,7 +145,7 @@ class Engine:
             TokensAddon(self.tokens),
             CostAddon(self.prices, self.costs, runtimes),  # before the event that carries it
             RequestEventsAddon(self.events),
-            WindowsAddon(),
+            WindowsAddon(self.wall),
         ]
         # Traces: only with an endpoint, and only then is OpenTelemetry imported at all.
         settings = trace_settings(self.config.telemetry,

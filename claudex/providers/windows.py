@@ -17,27 +17,49 @@ sends `x-codex-{primary,secondary}-used-percent` (0-100), `-window-minutes` and 
 (epoch s), and in its stream a `codex.rate_limits` event, `{"type": "codex.rate_limits",
 "rate_limits": {"primary": {"used_percent", "window_minutes", "reset_at"}, "secondary": ...}}`.
 
+API keys describe their rate limits as windows too, one per limit, `used` = 1 - remaining/limit:
+
+    Anthropic (docs.anthropic.com/en/api/rate-limits, "Response headers"):
+    anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{limit,remaining,reset}
+        reset: RFC 3339 ("2025-08-21T12:40:59Z"), when the limit is fully replenished; the
+        `tokens` ones are the most restrictive of the token limits in effect
+    OpenAI (platform.openai.com/docs/guides/rate-limits, "Rate limits in headers"; Groq and
+    other OpenAI-compatible providers send the same names):
+    x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+        reset: a duration until the limit is back to its initial state ("1s", "6m0s", "12ms",
+        Groq's "2m59.56s"), so the time the answer arrived goes with the headers
+
 A spent window (the failure table's row): a 429 with `anthropic-ratelimit-unified-status:
 rejected`, or the ChatGPT backend's `429 {"error": {"type": "usage_limit_reached" (or
 "usage_not_included"), "resets_at": epoch s, "resets_in_seconds": N}}` (openai/codex
 `codex-rs/core/src/api_bridge.rs`), which carries no Retry-After.
 
 Reading is cheap when there is nothing to read: `read_windows` looks at each raw header's first
-bytes and builds nothing unless a quota header is there (API-key providers pay one loop).
+bytes and builds nothing unless a quota header is there. The windows addon keeps the raw quota
+headers (`Described`) and reads them only when someone asks (status, the journal's writer).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeAlias, cast
 
 _UNIFIED = b"anthropic-ratelimit-unified-"
+_ANTHROPIC = b"anthropic-ratelimit-"   # the unified ones, and an API key's
 _CODEX = b"x-codex-"
-_PREFIX_BYTES = (_UNIFIED, _CODEX)
+_OPENAI = b"x-ratelimit-"
+PREFIX_BYTES = (_ANTHROPIC, _CODEX, _OPENAI)
+FIRST_BYTES = (b"anthropi", b"x-codex-", b"x-rateli")  # each prefix's first 8 bytes
+# An API key's limits, in the order shown (Anthropic's names; OpenAI has the first two).
+API_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+
+RawHeaders: TypeAlias = tuple[tuple[bytes, bytes], ...]
 
 WARNING = "allowed_warning"
 REJECTED = "rejected"
@@ -79,6 +101,12 @@ class Window:
                       bool(data.get("warning")))
 
 
+# What an answer described: its quota headers as they came, with the wall time they arrived
+# (an OpenAI reset is a duration from then), read by `described_windows` when asked; or the
+# windows already read (a ChatGPT stream's event).
+Described: TypeAlias = tuple[float, RawHeaders] | tuple[Window, ...]
+
+
 def window_words(name: str) -> str:
     """`5h` -> "5-hour window"."""
     return _WORDS.get(name, f"{name} window")
@@ -114,21 +142,93 @@ def _minutes_name(minutes: float | None, fallback: str) -> str:
     return f"{int(minutes)}m"
 
 
-def read_windows(raw: Iterable[tuple[bytes, bytes]]) -> tuple[Window, ...] | None:
-    """The windows an answer's raw headers describe; None when it describes none (the usual
-    case for an API key: one pass over the headers, nothing built)."""
+def read_windows(raw: Iterable[tuple[bytes, bytes]],
+                 now_wall: float | None = None) -> tuple[Window, ...] | None:
+    """The windows an answer's raw headers describe; None when it describes none (one pass
+    over the headers, nothing built). `now_wall`: when the answer arrived (an OpenAI reset is
+    a duration from then; default now)."""
     found: dict[bytes, bytes] | None = None
     for key, value in raw:
-        if key[:8].lower() in (b"anthropi", b"x-codex-"):
+        if key[:8].lower() in FIRST_BYTES:
             lower = key.lower()
-            if lower.startswith(_PREFIX_BYTES):
+            if lower.startswith(PREFIX_BYTES):
                 if found is None:
                     found = {}
                 found[lower] = value
     if found is None:
         return None
-    windows = _unified(found) + _codex(found)
+    windows = _unified(found) + _codex(found) + _api_key(found, now_wall)
     return windows or None
+
+
+def described_windows(described: Described) -> tuple[Window, ...]:
+    """The windows of what an answer described (`Described`): read now if not yet."""
+    if not described or isinstance(described[0], Window):
+        return described  # type: ignore[return-value]
+    at, raw = cast("tuple[float, RawHeaders]", described)
+    return read_windows(raw, at) or ()
+
+
+# Go's duration form (OpenAI's resets): "6m0s", "1s", "20ms", "2m59.56s", "1h2m3s".
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def duration_seconds(text: str) -> float | None:
+    """A Go duration ("6m0s") in seconds; a bare number is seconds; None if it is neither."""
+    text = text.strip()
+    plain = _number(text)
+    if plain is not None:
+        return plain if plain >= 0 else None
+    total, end = 0.0, 0
+    for match in _DURATION.finditer(text):
+        if match.start() != end:
+            return None
+        total += float(match.group(1)) * _UNIT_S[match.group(2)]
+        end = match.end()
+    return total if end and end == len(text) else None
+
+
+def _rfc3339(text: str) -> float | None:
+    """An RFC 3339 time ("2025-08-21T12:40:59Z") as epoch seconds; None if it is not one."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment.timestamp() if moment.tzinfo is not None else None
+
+
+def _api_window(name: str, limit: bytes | None, remaining: bytes | None,
+                reset: float | None) -> Window | None:
+    cap, left = _number(limit), _number(remaining)
+    if cap is None or left is None or cap <= 0:
+        return None
+    return Window(name, min(1.0, max(0.0, (cap - left) / cap)), reset)
+
+
+def _api_key(found: dict[bytes, bytes], now_wall: float | None) -> tuple[Window, ...]:
+    out = []
+    for name in API_LIMITS:
+        at = _ANTHROPIC + name.encode()
+        limit = found.get(at + b"-limit")
+        if limit is not None:
+            reset = found.get(at + b"-reset")
+            w = _api_window(name, limit, found.get(at + b"-remaining"),
+                            None if reset is None else _rfc3339(reset.decode("latin-1")))
+            if w is not None:
+                out.append(w)
+    for name in API_LIMITS[:2]:
+        limit = found.get(_OPENAI + b"limit-" + name.encode())
+        if limit is not None:
+            reset = found.get(_OPENAI + b"reset-" + name.encode())
+            within = None if reset is None else duration_seconds(reset.decode("latin-1"))
+            if within is not None:
+                within += time.time() if now_wall is None else now_wall
+            w = _api_window(name, limit, found.get(_OPENAI + b"remaining-" + name.encode()),
+                            within)
+            if w is not None:
+                out.append(w)
+    return tuple(out)
 
 
 def _unified(found: dict[bytes, bytes]) -> tuple[Window, ...]:

@@ -10,6 +10,8 @@ from multidict import CIMultiDict
 
 from claudex.providers.windows import (
     Window,
+    described_windows,
+    duration_seconds,
     read_windows,
     spent_details,
     spent_window,
@@ -58,11 +60,71 @@ def test_chatgpt_headers_name_windows_by_their_length() -> None:
                        Window("7d", 1.0, None, "rejected", False))
 
 
-def test_an_api_keys_answer_describes_no_window() -> None:
+def test_an_anthropic_keys_rate_limits_are_windows() -> None:
+    # The form of a real answer (docs.anthropic.com/en/api/rate-limits: RFC 3339 resets).
+    windows = read_windows([
+        (b"Anthropic-Ratelimit-Requests-Limit", b"1000"),
+        (b"anthropic-ratelimit-requests-remaining", b"999"),
+        (b"anthropic-ratelimit-requests-reset", b"2025-08-21T12:40:59Z"),
+        (b"anthropic-ratelimit-tokens-limit", b"96000"),
+        (b"anthropic-ratelimit-tokens-remaining", b"24000"),
+        (b"anthropic-ratelimit-tokens-reset", b"2025-08-21T12:41:00Z"),
+        (b"anthropic-ratelimit-input-tokens-limit", b"80000"),
+        (b"anthropic-ratelimit-input-tokens-remaining", b"80000"),
+        (b"anthropic-ratelimit-input-tokens-reset", b"2025-08-21T12:40:59+00:00"),
+        (b"anthropic-ratelimit-output-tokens-limit", b"16000"),
+        (b"anthropic-ratelimit-output-tokens-remaining", b"0"),
+        (b"anthropic-ratelimit-output-tokens-reset", b"not a time"),
+        (b"anthropic-organization-id", b"36562039"),
+        (b"request-id", b"req_011"),
+    ])
+    assert windows == (Window("requests", 0.001, 1755780059.0),
+                       Window("tokens", 0.75, 1755780060.0),
+                       Window("input-tokens", 0.0, 1755780059.0),
+                       Window("output-tokens", 1.0, None))
+    assert windows[3].to_json()["status"] == "rejected"
+
+
+def test_an_openai_keys_rate_limits_reset_after_a_duration() -> None:
+    # platform.openai.com/docs/guides/rate-limits: "1s", "6m0s"; answers also say "12ms".
+    windows = read_windows(raw(x_ratelimit_limit_requests="60",
+                               x_ratelimit_remaining_requests="45",
+                               x_ratelimit_reset_requests="1s",
+                               x_ratelimit_limit_tokens="150000",
+                               x_ratelimit_remaining_tokens="149984",
+                               x_ratelimit_reset_tokens="6m0s"), 1000.0)
+    assert windows is not None
+    assert [(w.name, round(w.used, 6), w.resets_at) for w in windows] == [
+        ("requests", 0.25, 1001.0), ("tokens", round(16 / 150000, 6), 1360.0)]
+
+
+def test_go_durations() -> None:
+    assert duration_seconds("6m0s") == 360.0
+    assert duration_seconds("12ms") == 0.012
+    assert duration_seconds("2m59.56s") == 179.56
+    assert duration_seconds("1h2m3s") == 3723.0
+    assert duration_seconds("7") == 7.0
+    for bad in ("", "soon", "6m0", "-1s", "1s junk", "-3"):
+        assert duration_seconds(bad) is None, bad
+
+
+def test_answers_that_describe_no_window() -> None:
+    assert read_windows(raw(content_type="application/json", request_id="req_1")) is None
+    # Half a limit (no remaining, or no limit) is none; a limit of 0 cannot be a share.
     assert read_windows(raw(anthropic_ratelimit_requests_limit="50",
                             x_ratelimit_remaining_tokens="1000",
-                            content_type="application/json")) is None
+                            x_ratelimit_limit_requests="0",
+                            x_ratelimit_remaining_requests="0")) is None
     assert read_windows(raw(x_codex_primary_used_percent="not a number")) is None
+
+
+def test_described_headers_are_read_when_asked() -> None:
+    headers = tuple(raw(x_ratelimit_limit_requests="10", x_ratelimit_remaining_requests="5",
+                        x_ratelimit_reset_requests="20ms"))
+    assert described_windows((500.0, headers)) == (Window("requests", 0.5, 500.02),)
+    already = (Window("5h", 0.1),)
+    assert described_windows(already) == already
+    assert described_windows(()) == ()
 
 
 def test_the_codex_rate_limits_event() -> None:

@@ -27,7 +27,7 @@ from claudex.engine.events import Event, EventBus, EventKind
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of_attempts
 from claudex.engine.secrets import SCRUBBER
-from claudex.providers.windows import Window
+from claudex.providers.windows import Described, described_windows
 
 if TYPE_CHECKING:
     from claudex.engine.core.hooks import Flow
@@ -120,7 +120,7 @@ class RequestRecord:
         self.ms = ms
         self.usage = usage
         # The plan's quota windows the last answer described: (provider, windows), or None.
-        self.windows: tuple[str, tuple[Window, ...]] | None = None
+        self.windows: tuple[str, Described] | None = None
         self._event: Event | None = None
 
     def trail(self) -> str:
@@ -197,12 +197,16 @@ class RequestRecord:
         return event
 
 
-def windows_json(seen: tuple[str, tuple[Window, ...]] | None) -> dict[str, Any] | None:
+def windows_json(seen: tuple[str, Described] | None) -> dict[str, Any] | None:
     """The windows a request's last answer described, as the event and the journal keep
-    them: `{"provider": "claude", "windows": [{"name": "5h", "used": 0.42, ...}, ...]}`."""
+    them: `{"provider": "claude", "windows": [{"name": "5h", "used": 0.42, ...}, ...]}`;
+    None when it described none."""
     if seen is None:
         return None
-    provider, windows = seen
+    provider, described = seen
+    windows = described_windows(described)
+    if not windows:
+        return None
     return {"provider": provider, "windows": [w.to_json() for w in windows]}
 
 

@@ -3,38 +3,54 @@ the provider's latest (`ProviderRuntime.windows`, read by status, the console, `
 pools' balance and `reserve`) and, for the journal, on the request's flow (DESIGN.md "State that
 spans requests", Windows; the parsing is claudex/providers/windows.py).
 
-An answer without quota headers (every API key's) costs one pass over its raw headers; nothing
-is built for it.
+An answer without quota headers costs one pass over its raw headers; nothing is built for it.
+One with them (a plan's, or an API key's rate limits: a dozen headers on every Anthropic
+answer) costs a tuple of those headers and the time: they are read into windows only when
+someone asks (`ProviderRuntime.windows`: status, the console, a pool's balance; the journal's
+writer thread for the request's row), never on the request's path.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from claudex.engine.core.hooks import Flow
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.providers.windows import Window, read_windows, windows_in_event
+from claudex.providers.windows import FIRST_BYTES, PREFIX_BYTES, Described, windows_in_event
 
 NAME: Final = "windows"
-_FIRST_BYTES: Final = (b"anthropi", b"x-codex-")
 
 
 class WindowsAddon:
     name = NAME
 
+    def __init__(self, wall: Callable[[], float] = time.time) -> None:
+        self._wall = wall  # when an answer arrived (an OpenAI reset is a duration from then)
+
     def upstream_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
                          headers: Sequence[tuple[bytes, bytes]]) -> None:
-        for key, _ in headers:  # (read_windows' own test, inlined: most answers have none)
-            if key[:8].lower() in _FIRST_BYTES:
-                break
-        else:
+        found = None
+        for pair in headers:  # (read_windows' own test, inlined: no call per answer)
+            key = pair[0]
+            if key[:8].lower() in FIRST_BYTES and key.lower().startswith(PREFIX_BYTES):
+                if found is None:
+                    found = [pair]
+                else:
+                    found.append(pair)
+        if found is None:
             return
-        windows = read_windows(headers)
-        if windows is not None:
-            rt.windows = windows
-            flow.addon_data(NAME)["windows"] = (rt.name, windows)
+        seen = (self._wall(), tuple(found))
+        rt.window_headers = seen
+        data = flow.data  # (Flow.addon_data, inlined)
+        if data is None:
+            data = flow.data = {}
+        place = data.get(NAME)
+        if place is None:
+            place = data[NAME] = {}
+        place["windows"] = (rt.name, seen)
 
 
 def windows_in_stream(flow: Flow, rt: ProviderRuntime, chunk: bytes) -> None:
@@ -53,8 +69,9 @@ def windows_in_stream(flow: Flow, rt: ProviderRuntime, chunk: bytes) -> None:
             return
 
 
-def flow_windows(flow: Flow) -> tuple[str, tuple[Window, ...]] | None:
-    """The provider and the windows this request's last answer described, if any did."""
+def flow_windows(flow: Flow) -> tuple[str, Described] | None:
+    """The provider and what this request's last answer described of its windows, if any
+    did (`described_windows` reads it)."""
     data = flow.data
     if data is None:
         return None

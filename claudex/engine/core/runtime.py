@@ -13,7 +13,7 @@ from claudex.engine.breaker.trips import trip_words
 from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
 from claudex.engine.credentials.cache import Credentials
-from claudex.providers.windows import Window, clock_text, window_words
+from claudex.providers.windows import RawHeaders, Window, clock_text, read_windows, window_words
 
 Color = Literal["green", "yellow", "red"]
 _MAX_REMEMBERED_LIMITS = 64  # models per provider; a request cannot grow this without bound
@@ -53,7 +53,9 @@ class ProviderRuntime:
     window_spent_name: str | None = None   # the spent window ("5h"), when the answer said
     # The quota windows the provider's answers last described (claudex/providers/windows.py;
     # the windows addon keeps them): shown, and read by the pools' balance and `reserve`.
-    windows: tuple[Window, ...] = ()
+    # The latest answer's quota headers wait in `window_headers` until `windows` is read.
+    _windows: tuple[Window, ...] = ()
+    window_headers: tuple[float, RawHeaders] | None = None
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
     gate: ProviderGate = field(init=False)
     budget: RetryBudget = field(init=False)
@@ -72,6 +74,21 @@ class ProviderRuntime:
         self.gate.max_connections = profile.max_connections
         self.budget.share = profile.retry_budget
         self.gate.wake()
+
+    @property
+    def windows(self) -> tuple[Window, ...]:
+        """The windows the latest answer that described any described (read when asked)."""
+        raw = self.window_headers
+        if raw is not None:
+            self.window_headers = None
+            windows = read_windows(raw[1], raw[0])
+            if windows is not None:
+                self._windows = windows
+        return self._windows
+
+    @windows.setter
+    def windows(self, windows: tuple[Window, ...]) -> None:
+        self._windows, self.window_headers = windows, None
 
     def window_used(self) -> float:
         """The largest share (0-1) of any quota window the provider's answers last reported:

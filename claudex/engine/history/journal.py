@@ -67,7 +67,7 @@ from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
 from claudex.engine.header_policy import shown_headers
-from claudex.providers.windows import Window
+from claudex.providers.windows import Described, described_windows
 
 log = logging.getLogger("claudex.history")
 
@@ -178,7 +178,7 @@ class RequestFacts(Protocol):
     cost_usd: float | None
     cost_basis: str | None
     routed: str | None
-    windows: tuple[str, tuple[Window, ...]] | None
+    windows: tuple[str, Described] | None
 
     def trail(self) -> str: ...
 
@@ -201,8 +201,11 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             r.routed, None if r.windows is None else _windows_json(r.windows))
 
 
-def _windows_json(seen: tuple[str, tuple[Window, ...]]) -> str:
-    provider, windows = seen
+def _windows_json(seen: tuple[str, Described]) -> str | None:
+    provider, described = seen
+    windows = described_windows(described)  # read here, in the writer thread
+    if not windows:
+        return None
     return orjson.dumps({"provider": provider,
                          "windows": [w.to_json() for w in windows]}).decode()
 

@@ -142,7 +142,7 @@ async def test_every_answer_keeps_the_plans_windows_for_status(
     assert f'claudex_provider_window_used_ratio{{provider="sub",window="5h"}} {used_5h}' \
         in metrics
     assert 'provider="backup",window=' not in metrics
-    # An API key's answers describe no window: nothing kept for it.
+    # A provider not asked yet has no windows.
     assert (await profile_status(proxy, "backup"))["windows"] == []
     assert proxy.engine.runtimes["backup"].window_used() == 0.0
 
@@ -178,7 +178,9 @@ async def test_the_journal_keeps_each_requests_windows(
     assert kept["provider"] == "sub"
     assert [w["name"] for w in kept["windows"]] == ["5h", "7d"]
     assert kept["windows"][0]["used"] == round(f["sub"].plan.windows[0].share(), 4)
-    assert rows["key"] is None  # an API key's answer described no window
+    # An API key's answer describes its rate limits (tests/engine/core/test_key_windows.py).
+    assert [w["name"] for w in json.loads(rows["key"])["windows"]] == [
+        "requests", "tokens", "input-tokens", "output-tokens"]
 
 
 def test_an_older_journal_gains_the_windows_column(tmp_path: Path) -> None:
