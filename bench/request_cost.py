@@ -68,7 +68,19 @@ CHAT_ANSWER = (b'{"id":"chatcmpl-bench","object":"chat.completion","created":175
                b'"model":"gpt-4o-mini","choices":[{"index":0,"message":{"role":"assistant",'
                b'"content":"Hello there."},"finish_reason":"stop"}],'
                b'"usage":{"prompt_tokens":12,"completion_tokens":4,"total_tokens":16}}')
-_ANSWER_HEADERS = ((b"Content-Type", b"application/json"), (b"request-id", b"req_bench"))
+# The headers a real answer carries, rate limits included (every Anthropic API answer has the
+# twelve anthropic-ratelimit-* ones, docs.anthropic.com/en/api/rate-limits; OpenAI's the six
+# x-ratelimit-* ones, platform.openai.com/docs/guides/rate-limits): the windows addon keeps them.
+_ANSWER_HEADERS = ((b"Content-Type", b"application/json"), (b"request-id", b"req_bench"),
+                   *((f"anthropic-ratelimit-{name}-{part}".encode(), value)
+                     for name in ("requests", "tokens", "input-tokens", "output-tokens")
+                     for part, value in (("limit", b"4000"), ("remaining", b"3999"),
+                                         ("reset", b"2026-12-02T02:00:00Z"))))
+_CHAT_HEADERS = ((b"Content-Type", b"application/json"), (b"x-request-id", b"req_bench"),
+                 *((f"x-ratelimit-{part}-{name}".encode(), value)
+                   for name in ("requests", "tokens")
+                   for part, value in (("limit", b"5000"), ("remaining", b"4999"),
+                                       ("reset", b"12ms"))))
 
 RAW = (b'{"model":"claude-sonnet-4-5","max_tokens":256,'
        b'"messages":[{"role":"user","content":"hi"}]}')
@@ -79,8 +91,9 @@ HEADERS = {"host": "127.0.0.1:13456", "user-agent": "claude-cli/2.0.0", "x-app":
 
 
 class _Answer:
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, headers: Sequence[tuple[bytes, bytes]]) -> None:
         self._body = body
+        self._headers = headers
 
     @property
     def status(self) -> int:
@@ -92,7 +105,7 @@ class _Answer:
 
     @property
     def raw_headers(self) -> Sequence[tuple[bytes, bytes]]:
-        return _ANSWER_HEADERS
+        return self._headers
 
     async def read(self) -> bytes:
         return self._body
@@ -110,7 +123,9 @@ class _Memory:
     async def send(self, provider: str, method: str, url: str, headers: Mapping[str, str],
                    body: bytes | None, *, connect_timeout: float,
                    read_timeout: float | None) -> UpstreamResponse:
-        return _Answer(ANTHROPIC_ANSWER if provider == "anth" else CHAT_ANSWER)
+        if provider == "anth":
+            return _Answer(ANTHROPIC_ANSWER, _ANSWER_HEADERS)
+        return _Answer(CHAT_ANSWER, _CHAT_HEADERS)
 
     async def close(self) -> None:
         pass

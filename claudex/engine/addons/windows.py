@@ -50,7 +50,7 @@ class WindowsAddon:
         place = data.get(NAME)
         if place is None:
             place = data[NAME] = {}
-        place["windows"] = (rt.name, seen)
+        place["windows"] = (rt.profile.name, seen)  # (rt.name, without the property call)
 
 
 def windows_in_stream(flow: Flow, rt: ProviderRuntime, chunk: bytes) -> None:
