@@ -24,33 +24,55 @@ def _percent(used: float) -> str:
     return f"{min(100, math.floor(used * 100 + 0.5))}%"
 
 
-def window_parts(profile: Mapping[str, Any], now_wall: float) -> list[WindowPart]:
-    """One part per window the provider's last answer described; none for an API key."""
+# An API key's limits in the panel's short form: `tokens` is already the most restrictive of
+# the token limits (Anthropic's), so the input and output ones are left out there.
+_SHORT = {"requests": "req", "tokens": "tok"}
+_LEFT_OUT_SHORT = frozenset({"input-tokens", "output-tokens"})
+
+
+def window_parts(profile: Mapping[str, Any], now_wall: float,
+                 short: bool = False) -> list[WindowPart]:
+    """One part per window the provider's last answer described (a plan's, or an API key's
+    rate limits); none for a provider whose answers describe none. `short`: the panel's form
+    (`req 3% · tok 1%`: an API key's `tokens` stands for its input and output limits)."""
     windows = profile.get("windows")
     spent = profile.get("window_spent_until")
     spent_name = profile.get("window_spent")
     parts = []
+    names = {w.get("name") for w in windows if isinstance(w, dict)} \
+        if short and isinstance(windows, list) else set()
     for w in windows if isinstance(windows, list) else ():
         if not isinstance(w, dict):
             continue
         name, used = w.get("name"), w.get("used")
         if not isinstance(name, str) or not isinstance(used, int | float):
             continue
+        if short and name in _LEFT_OUT_SHORT and "tokens" in names:
+            continue
+        label = _SHORT.get(name, name) if short else name
         resets = w.get("resets_at")
         if isinstance(spent, int | float) and (spent_name == name or (
                 spent_name is None and used >= 1.0)):
-            parts.append(WindowPart(f"{name} spent until {clock_text(spent, now_wall)}", True))
+            parts.append(WindowPart(f"{label} spent until {clock_text(spent, now_wall)}", True))
             spent = None
             continue
         warned = bool(w.get("warning")) or w.get("status") in ("allowed_warning", "rejected") \
             or used >= 1.0
-        text = f"{name} {_percent(float(used))}"
+        text = f"{label} {_percent(float(used))}"
         if warned and isinstance(resets, int | float):
             text += f", resets {clock_text(resets, now_wall)}"
         parts.append(WindowPart(text, warned))
     if isinstance(spent, int | float):  # spent, and no window described (a bare refusal)
         parts.insert(0, WindowPart(f"spent until {clock_text(spent, now_wall)}", True))
     return parts
+
+
+def is_rate_limits(profile: Mapping[str, Any]) -> bool:
+    """Whether the windows are an API key's rate limits (named `requests`, `tokens`, ...)
+    rather than a plan's (`5h`, `7d`)."""
+    windows = profile.get("windows")
+    return isinstance(windows, list) and any(
+        isinstance(w, dict) and w.get("name") in ("requests", "tokens") for w in windows)
 
 
 def window_words(profile: Mapping[str, Any], now_wall: float) -> str:

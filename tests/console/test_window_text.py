@@ -51,11 +51,34 @@ def test_the_table_cell_is_the_fullest_window() -> None:
 
 
 def test_the_panel_line_marks_a_warned_window_yellow() -> None:
-    assert window_markup(windows(0.42), NOW) == " · 5h 42% · 7d 13%"
+    assert window_markup(windows(0.42), NOW) == "[dim]plan[/] 5h 42% · 7d 13%"
     marked = window_markup(windows(0.92, "allowed_warning", True), NOW)
-    assert marked.startswith(" · [$claudex-yellow]5h 92%, resets ") and marked.endswith(
+    assert marked.startswith("[dim]plan[/] [$claudex-yellow]5h 92%, resets ") and marked.endswith(
         "[/] · 7d 13%")
     assert window_markup({"name": "key"}, NOW) == ""
+
+
+def _limits(requests: float) -> dict[str, object]:
+    return {"name": "key", "windows": [
+        {"name": "requests", "used": requests, "resets_at": RESET,
+         "status": "rejected" if requests >= 1 else "allowed", "warning": False},
+        {"name": "tokens", "used": 0.031, "resets_at": RESET, "status": "allowed"},
+        {"name": "input-tokens", "used": 0.01, "resets_at": RESET, "status": "allowed"},
+        {"name": "output-tokens", "used": 0.031, "resets_at": RESET, "status": "allowed"}]}
+
+
+def test_an_api_keys_limits_are_short_in_the_panel_and_whole_elsewhere() -> None:
+    # The panel's line fits three panels a row (~40 columns): `tokens` stands for the
+    # input and output limits there (Anthropic's is the most restrictive of them).
+    assert window_markup(_limits(0.03), NOW) == "[dim]limits[/] req 3% · tok 3%"
+    full = window_markup(_limits(1.0), NOW)
+    assert full == (f"[dim]limits[/] [$claudex-yellow]req 100%, resets "
+                    f"{clock_text(RESET, NOW)}[/] · tok 3%")
+    assert len("limits req 100%, resets 14:05 · tok 3%") <= 40
+    # `claudex status` and the table name them all.
+    assert window_words(_limits(0.03), NOW) == (
+        "requests 3% · tokens 3% · input-tokens 1% · output-tokens 3%")
+    assert window_cell(_limits(0.03), NOW) == ("tokens 3%", False)
 
 
 def _status_text(profiles: list[dict[str, object]]) -> str:

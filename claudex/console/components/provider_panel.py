@@ -1,5 +1,6 @@
 """One panel per profile: colour and reason, breaker with its countdown (and claudex's queue
-there, when requests wait; a plan's quota windows, `5h 42% · 7d 13%`), the latency requests
+there, when requests wait), the quota windows on a line of their own when the answers describe
+any (a plan's `plan 5h 42% · 7d 13%`, an API key's `limits req 3% · tok 1%`), the latency requests
 felt (p50/p95 of time to first content, or of
 whole answers; the probe's latency until traffic has been served or when the probe fails) with a
 sparkline of recent latencies, request and error counts, and the last error (masked)."""
@@ -30,7 +31,7 @@ from claudex.console.format import (
 from claudex.console.messages import ProfileSelected
 from claudex.cost_text import cost_words
 from claudex.engine.addons.latency import latency_words
-from claudex.window_text import window_parts
+from claudex.window_text import is_rate_limits, window_parts
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 
@@ -46,6 +47,7 @@ class ProviderPanel(Vertical):
         self._subtitle = ""
         self.status_line = TextLine(fixed_size=True, classes="panel-status")
         self.breaker_line = TextLine(fixed_size=True, classes="panel-breaker")
+        self.windows_line = TextLine(fixed_size=True, classes="panel-windows")
         self.probe_line = TextLine(classes="panel-probe")
         self.spark = Sparkline([], classes="panel-spark")
         self.counts_line = TextLine(fixed_size=True, classes="panel-counts")
@@ -54,6 +56,7 @@ class ProviderPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield self.status_line
         yield self.breaker_line
+        yield self.windows_line
         with Horizontal(classes="panel-probe-row"):
             yield self.probe_line
             yield self.spark
@@ -90,9 +93,11 @@ class ProviderPanel(Vertical):
         self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
         queue = queue_words(profile)
         queue = f" · [b]{queue}[/]" if queue else ""
+        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}")
         windows = window_markup(profile, now_wall)
-        self.breaker_line.set_text(f"[dim]breaker[/] {escape(breaker_words(breaker))}{queue}"
-                                   f"{windows}")
+        if bool(windows) != self.has_class("-windows"):  # (a layout only when it changes)
+            self.set_class(bool(windows), "-windows")
+        self.windows_line.set_text(windows)
         self.probe_line.set_text(escape(feel_words(health, stats)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
         data = list(history)
@@ -114,14 +119,16 @@ def feel_words(health: Mapping[str, Any], stats: Mapping[str, Any]) -> str:
 
 
 def window_markup(profile: Mapping[str, Any], now_wall: float) -> str:
-    """` · 5h 42% · 7d 13%` for a plan's quota windows, a warned one yellow with its reset;
-    "" for a provider without windows."""
-    parts = window_parts(profile, now_wall)
+    """The windows line: `plan 5h 42% · 7d 13%` for a plan's quota windows, `limits req 3% ·
+    tok 1%` for an API key's rate limits (the short form, so it fits three panels a row), a
+    warned one yellow with its reset; "" for a provider without windows."""
+    parts = window_parts(profile, now_wall, short=True)
     if not parts:
         return ""
     yellow = variable("yellow")
-    return "".join(f" · [{yellow}]{escape(p.text)}[/]" if p.warned else f" · {escape(p.text)}"
-                   for p in parts)
+    label = "limits" if is_rate_limits(profile) else "plan"
+    return f"[dim]{label}[/] " + " · ".join(
+        f"[{yellow}]{escape(p.text)}[/]" if p.warned else escape(p.text) for p in parts)
 
 
 def queue_words(profile: Mapping[str, Any]) -> str:
