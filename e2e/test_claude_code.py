@@ -217,9 +217,11 @@ async def test_tool_loop_through_a_chatgpt_subscription_profile(world: World) ->
         assert body["model"] == "gpt-5-codex" and body["stream"] is True
         assert body["store"] is False and "max_output_tokens" not in body
         kinds = [item.get("type") for item in body["input"]]
-        # Claude Code's system prompt and its system turn as developer messages.
-        assert body["input"][0]["role"] == "developer"
-        assert sum(1 for item in body["input"] if item.get("role") == "developer") >= 2
+        # Claude Code's system prompt goes in `instructions`, which the ChatGPT backend
+        # requires ("Instructions are required"; DESIGN.md, OAuth): the input starts with
+        # the first user turn, no developer message before it.
+        assert isinstance(body["instructions"], str) and len(body["instructions"]) > 200
+        assert body["input"][0]["role"] == "user"
         assert "device_id" not in json.dumps(body)
     # The tool rounds went back as function calls and their outputs, call ids kept.
     last = backend.requests[-1].json["input"]
