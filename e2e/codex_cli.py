@@ -25,6 +25,7 @@ import secrets
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -135,13 +136,16 @@ class CodexRun:
 
 
 async def run_codex(world: World, binary: Path, *, profile: str,
-                    model: str = "gpt-5.1-codex") -> CodexRun:
-    """`codex exec` on a one-step script: its shell writes the proof file, then the provider
-    says `done TOKEN`."""
+                    model: str = "gpt-5.1-codex",
+                    before: Sequence[str] = (), after: Sequence[str] = ()) -> CodexRun:
+    """`codex exec` on a script of shell steps: `before`, then the one that writes the proof
+    file, then `after`; then the provider says `done TOKEN`."""
     assert world.served is not None
     token = "c" + secrets.token_hex(6)
     proof = world.proof_path()
-    prompt = script_prompt(token, [("Bash", f"printf %s {token} > {proof}")])
+    prompt = script_prompt(token, [*(("Bash", c) for c in before),
+                                   ("Bash", f"printf %s {token} > {proof}"),
+                                   *(("Bash", c) for c in after)])
     codex_home = world.home / ".codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
