@@ -132,6 +132,7 @@ class FleetSoak:
         self.http = httpx.AsyncClient(timeout=5.0)
         self.deadline_s = plan.limits.deadline_s(chain_length=3)
         self.restart_windows: dict[str, list[tuple[float, float]]] = {}
+        self._restart_task: asyncio.Future[None] | None = None
 
     # -- the world -------------------------------------------------------------------------
 
@@ -241,6 +242,8 @@ class FleetSoak:
             for task in chaos:
                 task.cancel()
             await asyncio.gather(*chaos, return_exceptions=True)
+        if self._restart_task is not None:  # a restart under way when chaos ended finishes
+            await self._restart_task
         for inst in self.instances:  # a restart the end of chaos cut short is finished
             if inst.proc is None or inst.proc.returncode is not None:
                 await self._spawn(inst)
@@ -377,11 +380,18 @@ class FleetSoak:
             began = time.monotonic()
             inst.down_since = began
             self.restart_windows.setdefault(inst.name, []).append((began, began + 60.0))
-            await self._stop(inst)
-            await self._spawn(inst)
-            self.restart_windows[inst.name][-1] = (began, time.monotonic())
-            inst.down_since = None
-            self.report.instance_restarts += 1
+            # A restart, once begun, is finished even when the end of chaos cancels this loop:
+            # cut short between the stop and the start (or before the new process answers), it
+            # left an instance that refused the quiet period's status reads.
+            self._restart_task = asyncio.ensure_future(self._restart(inst, began))
+            await asyncio.shield(self._restart_task)
+
+    async def _restart(self, inst: _Instance, began: float) -> None:
+        await self._stop(inst)
+        await self._spawn(inst)
+        self.restart_windows[inst.name][-1] = (began, time.monotonic())
+        inst.down_since = None
+        self.report.instance_restarts += 1
 
     async def _quiet_and_agree(self) -> None:
         for fake in self.fakes.values():
