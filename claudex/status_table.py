@@ -51,7 +51,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     table.add_column("req/err", justify="right")
     # What the tokens cost at API prices (≈: a subscription's API-equivalent; +: some unpriced).
     table.add_column("$ today", justify="right", no_wrap=True)
-    # A plan's quota windows (`5h 42% · 7d 13%`), only when some provider reports them.
+    # The quota windows (a plan's `5h 42% · 7d 13%`, an API key's `req 3% · tok 20%`), only
+    # when some provider reports them.
     now_wall = time.time()
     windowed = any(window_parts(p, now_wall) for p in data.get("profiles", []))
     if windowed:
@@ -138,7 +139,8 @@ def pool_lines(pools: list[dict[str, Any]]) -> list[Text]:
 
 def _windows_text(profile: dict[str, Any], now_wall: float) -> Text:
     text = Text()
-    for i, part in enumerate(window_parts(profile, now_wall)):
+    # The short form, as the panel's (an API key's four limits would crowd the other columns).
+    for i, part in enumerate(window_parts(profile, now_wall, short=True)):
         if i:
             text.append(" · ")
         text.append(part.text, style="bold yellow" if part.warned else "")

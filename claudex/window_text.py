@@ -28,6 +28,7 @@ def _percent(used: float) -> str:
 # the token limits (Anthropic's), so the input and output ones are left out there.
 _SHORT = {"requests": "req", "tokens": "tok"}
 _LEFT_OUT_SHORT = frozenset({"input-tokens", "output-tokens"})
+_CELL = {**_SHORT, "input-tokens": "in", "output-tokens": "out"}
 
 
 def window_parts(profile: Mapping[str, Any], now_wall: float,
@@ -91,4 +92,5 @@ def window_cell(profile: Mapping[str, Any], now_wall: float) -> tuple[str, bool]
         return "", False
     top = max(windows, key=lambda w: float(w["used"]))
     warned = any(p.warned for p in window_parts({"windows": [top]}, now_wall))
-    return f"{top['name']} {_percent(float(top['used']))}", warned
+    name = _CELL.get(top["name"], top["name"])  # an API key's limits short, as in the panel
+    return f"{name} {_percent(float(top['used']))}", warned

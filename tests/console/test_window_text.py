@@ -75,10 +75,15 @@ def test_an_api_keys_limits_are_short_in_the_panel_and_whole_elsewhere() -> None
     assert full == (f"[dim]limits[/] [$claudex-yellow]req 100%, resets "
                     f"{clock_text(RESET, NOW)}[/] · tok 3%")
     assert len("limits req 100%, resets 14:05 · tok 3%") <= 40
-    # `claudex status` and the table name them all.
+    # In words, they are all named; `claudex status` has the short form, as the panel.
     assert window_words(_limits(0.03), NOW) == (
         "requests 3% · tokens 3% · input-tokens 1% · output-tokens 3%")
-    assert window_cell(_limits(0.03), NOW) == ("tokens 3%", False)
+    text = _status_text([{"name": "key", "provider_type": "DirectAnthropic",
+                          "health": {"color": "green"}, "breaker": {"state": "closed"},
+                          "stats": {}, **_limits(0.03)}])
+    assert "req 3% · tok 3%" in text and "input-tokens" not in text
+    assert window_cell(_limits(0.03), NOW) == ("tok 3%", False)  # the table's cell is short
+    assert window_cell(_limits(1.0), NOW) == ("req 100%", True)
 
 
 def _status_text(profiles: list[dict[str, object]]) -> str:
