@@ -9,6 +9,7 @@ the providers' series, the "request" event) is in request_report.py.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import random
@@ -138,7 +139,9 @@ class Engine:
     def _addons(self) -> list[object]:
         """The addons every request passes, in order; each only when its config needs it, so
         a feature that is off costs nothing (engine/core/hooks.py)."""
-        runtimes = lambda: self.runtimes  # noqa: E731 - read at each request: reloads swap it
+        # Read at each request (reloads swap the dict); a C callable, no frame of its own.
+        runtimes: Callable[[], dict[str, ProviderRuntime]] = functools.partial(
+            getattr, self, "runtimes")
         addons: list[object] = [
             StatsAddon(self.totals, runtimes, self.wall, self.clock),
             SeriesAddon(runtimes, self.wall),

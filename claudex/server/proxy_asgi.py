@@ -140,6 +140,9 @@ class ProxyRoutes:
         self.app = app
         self.engine = engine
         self.limit = max_body_bytes
+        # `Engine.forward` is this, one coroutine frame less a request (the forwarder is made
+        # once, with the engine).
+        self._forward = engine.forwarder.forward
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -181,7 +184,7 @@ class ProxyRoutes:
             route=scope["path"],
         )
         try:
-            result = await self.engine.forward(req)
+            result = await self._forward(req)
         except validation.InvalidRequest as exc:  # found deeper, e.g. by a local token count
             _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
+from claudex.engine.addons.stats import attempt_counts
 from claudex.engine.clock import WallClock
 
 if TYPE_CHECKING:
@@ -29,16 +30,23 @@ class SeriesAddon:
         now = self._wall()
         runtimes = self._runtimes()
         attempts = result.attempts
-        for attempt in attempts:
-            rt = runtimes.get(attempt.provider)
-            if rt is not None:
-                rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
         served = runtimes.get(result.provider) if result.provider else None
-        if served is None or not attempts:
-            return
         usage = flow.usage
-        if usage is not None:
-            served.stats.minutes.add(now, tokens=usage.total)  # cache reads and writes too
+        if len(attempts) == 1 and served is not None and usage is not None and \
+                runtimes.get(attempts[0].provider) is served:
+            # The usual request: its one attempt's count and the tokens it served go in one
+            # write of the same minute (what observe_attempt and a second add would give).
+            sent, error = attempt_counts(attempts[0].outcome, attempts[0].message)
+            served.stats.minutes.add(now, sent, error, usage.total)  # cache reads and writes too
+        else:
+            for attempt in attempts:
+                rt = runtimes.get(attempt.provider)
+                if rt is not None:
+                    rt.stats.observe_attempt(now, attempt.outcome, attempt.message)
+            if served is None or not attempts:
+                return
+            if usage is not None:
+                served.stats.minutes.add(now, tokens=usage.total)  # cache reads and writes too
         last = attempts[-1]
         req = flow.req
         if last.provider != result.provider or last.outcome != "ok" or \

@@ -337,9 +337,13 @@ class Forwarder:
                         and req.endpoint != "count_tokens":
                     for turn in way.turns:
                         core.pools.served(turn, result.provider)
-                served = [a for a in trail.attempts if not a.skipped]
-                flow.failed_over = (len({a.provider for a in served}) > 1
-                                    or trail.attempts[0].provider != name)
+                attempts = trail.attempts
+                if len(attempts) == 1:  # the usual request: served by the one it tried
+                    flow.failed_over = attempts[0].provider != name
+                else:
+                    served = [a for a in attempts if not a.skipped]
+                    flow.failed_over = (len({a.provider for a in served}) > 1
+                                        or attempts[0].provider != name)
                 return result
         narrowed = {n: limit for n in names if (rt := core.runtimes.get(n)) is not None
                     and (limit := rt.gate.limit.limit) is not None and rt.gate.limit.reason}
