@@ -56,7 +56,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, cast
 
 import orjson
 import platformdirs
@@ -67,7 +67,7 @@ from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
 from claudex.engine.header_policy import shown_headers
-from claudex.providers.windows import Described, described_windows
+from claudex.providers.windows import Described, RawHeaders, Window, described_windows
 
 log = logging.getLogger("claudex.history")
 
@@ -201,8 +201,21 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             r.routed, None if r.windows is None else _windows_json(r.windows))
 
 
+# The journal keeps a plan's windows (a subscription's: Anthropic's unified headers, ChatGPT's
+# x-codex-*), not an API key's rate limits: those come with every answer of an API-key provider,
+# change with each one, and reading them (RFC 3339 resets, a dozen headers) cost ~19 µs of this
+# process's CPU a row; status and /metrics show an API key's limits as they are now.
+_PLAN_HEADERS: Final = (b"anthropic-ratelimit-unified", b"x-codex-")
+
+
 def _windows_json(seen: tuple[str, Described]) -> str | None:
     provider, described = seen
+    if described and not isinstance(described[0], Window):
+        at, raw = cast("tuple[float, RawHeaders]", described)
+        plan = tuple(pair for pair in raw if pair[0].lower().startswith(_PLAN_HEADERS))
+        if not plan:
+            return None
+        described = (at, plan)
     windows = described_windows(described)  # read here, in the writer thread
     if not windows:
         return None
