@@ -133,6 +133,7 @@ class FleetSoak:
         self.deadline_s = plan.limits.deadline_s(chain_length=3)
         self.restart_windows: dict[str, list[tuple[float, float]]] = {}
         self._restart_task: asyncio.Future[None] | None = None
+        self._redis_task: asyncio.Future[None] | None = None
 
     # -- the world -------------------------------------------------------------------------
 
@@ -244,6 +245,8 @@ class FleetSoak:
             await asyncio.gather(*chaos, return_exceptions=True)
         if self._restart_task is not None:  # a restart under way when chaos ended finishes
             await self._restart_task
+        if self._redis_task is not None:  # and Redis's: cut short, it stayed down
+            await self._redis_task
         for inst in self.instances:  # a restart the end of chaos cut short is finished
             if inst.proc is None or inst.proc.returncode is not None:
                 await self._spawn(inst)
@@ -366,10 +369,18 @@ class FleetSoak:
     async def _redis_restarts(self) -> None:
         while True:
             await asyncio.sleep(self.plan.redis_every_s)
-            await self.redis.kill()
-            await asyncio.sleep(1.0)
-            await self.redis.start()  # empty: the instances must fill it again
-            self.report.redis_restarts += 1
+            # Finished even when the end of chaos cancels this loop: cut short between the kill
+            # and the start, Redis stayed down and every instance said "redis unreachable"
+            # after the quiet period (at 30 s the third kill comes at ~29 s, its start a
+            # second later, after the end of chaos).
+            self._redis_task = asyncio.ensure_future(self._restart_redis())
+            await asyncio.shield(self._redis_task)
+
+    async def _restart_redis(self) -> None:
+        await self.redis.kill()
+        await asyncio.sleep(1.0)
+        await self.redis.start()  # empty: the instances must fill it again
+        self.report.redis_restarts += 1
 
     async def _instance_restarts(self) -> None:
         turn = 0
