@@ -144,7 +144,8 @@ class EventBus:
         a subscriber that wants its kind now (a backlog reader builds it when it reads)."""
         self.last_id += 1
         item.id = self.last_id
-        self._stamp(item)
+        if self._stamps:
+            self._stamp(item)
         self._backlog.append(item)
         for sink in self.sinks:
             sink(item)
@@ -160,6 +161,9 @@ class EventBus:
                 except asyncio.QueueEmpty:  # pragma: no cover - raced with the consumer
                     pass
             q.put_nowait(event)
+
+    # Whether `_stamp` adds anything (a fleet's bus: True); the plain bus skips the call.
+    _stamps = False
 
     def _stamp(self, item: Deferred) -> None:
         """What this bus adds to a deferred event before it is kept (a fleet's: its name)."""

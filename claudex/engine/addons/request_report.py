@@ -115,8 +115,9 @@ class RequestRecord:
         self.status = result.status
         self.dropped = result.dropped
         self.notes = result.notes
-        self.attempts: list[Attempt] = [_scrubbed(a) if a.message else a
-                                        for a in result.attempts]
+        attempts = result.attempts
+        self.attempts: list[Attempt] = [attempts[0]] if len(attempts) == 1 and \
+            not attempts[0].message else [_scrubbed(a) if a.message else a for a in attempts]
         self.ms = ms
         self.usage = usage
         # The plan's quota windows the last answer described: (provider, windows), or None.

@@ -54,6 +54,11 @@ class Signal(Enum):
     PEER_OPENED = "peer_opened"
     PEER_CLOSED = "peer_closed"
 
+    # Enum's own hash is a Python function (hash of the name), called for the TABLE lookup of
+    # every signal, twice a request; its members are singletons compared by identity, so
+    # identity's hash serves as well, in C.
+    __hash__ = object.__hash__
+
 
 @dataclass
 class Memory:

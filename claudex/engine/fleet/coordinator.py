@@ -79,6 +79,8 @@ class InstanceEventBus(EventBus):
             event = replace(event, data={**event.data, "instance": self.instance})
         super().publish(event)
 
+    _stamps = True
+
     def _stamp(self, item: Deferred) -> None:
         item.instance = self.instance
 

@@ -166,6 +166,25 @@ def test_in_a_fleet_events_name_the_instance_that_produced_them() -> None:
     assert engine.events.recent[-1].data["new"] == "forced_open"
 
 
+def test_a_finished_requests_deferred_event_names_the_instance_too() -> None:
+    """A request's event is kept deferred (engine/addons/request_report.py): a fleet's bus
+    stamps it with the instance when it is kept, the plain bus leaves it unset."""
+    from claudex.engine.addons.request_report import RequestRecord
+    from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
+
+    def record() -> RequestRecord:
+        req = ProxyRequest("anthropic", "messages", {"model": "m"}, b"{}", {})
+        result = ForwardResult(200, {}, "p", [Attempt("p", "ok", 200)], body=b"{}")
+        return RequestRecord(req, result, 1.0, None, 0.0)
+
+    engine, _ = fleet_engine(FakeClock(), name="gw-3")
+    engine.events.publish_deferred(item := record())
+    assert item.instance == "gw-3" and item.event().data["instance"] == "gw-3"
+    plain = Engine(parse_config(PROFILE, env=TEST_ENV), env=TEST_ENV)
+    plain.events.publish_deferred(item := record())
+    assert item.instance is None and "instance" not in item.event().data
+
+
 def test_without_redis_url_there_is_no_fleet_and_the_status_is_unchanged() -> None:
     engine = Engine(parse_config(PROFILE, env=TEST_ENV), env=TEST_ENV)
     assert engine.fleet is None
