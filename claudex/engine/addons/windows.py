@@ -19,7 +19,7 @@ from typing import Final
 
 from claudex.engine.core.hooks import Flow
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.providers.windows import FIRST_BYTES, PREFIX_BYTES, Described, windows_in_event
+from claudex.providers.windows import PREFIX_BYTES, Described, windows_in_event
 
 NAME: Final = "windows"
 
@@ -33,9 +33,12 @@ class WindowsAddon:
     def upstream_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
                          headers: Sequence[tuple[bytes, bytes]]) -> None:
         found = None
-        for pair in headers:  # (read_windows' own test, inlined: no call per answer)
-            key = pair[0]
-            if key[:8].lower() in FIRST_BYTES and key.lower().startswith(PREFIX_BYTES):
+        # (read_windows' own test, inlined: no call per answer.) One lower() and startswith a
+        # key: an API key's answer carries a dozen matching headers, for which the 8-byte
+        # pre-test was a second lower() each (3.1 -> 1.9 µs an Anthropic answer's twelve;
+        # +0.07 µs for eight headers none of which match).
+        for pair in headers:
+            if pair[0].lower().startswith(PREFIX_BYTES):
                 if found is None:
                     found = [pair]
                 else:
