@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from bench.served import start_serve, stop_serve, summary
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.world import free_port
 
@@ -47,23 +46,6 @@ def _profile(name: str, fake: FakeProvider, backups: list[str], extra: str = "")
             f"max_tokens = 1024\nbackup_providers = [{listed}]\n{extra}\n")
 
 
-async def _serve(config: str, port: int, tmp: Path) -> asyncio.subprocess.Process:
-    path = tmp / f"profiles-{port}.toml"
-    path.write_text(config)
-    path.chmod(0o600)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    async with httpx.AsyncClient() as client:
-        for _ in range(1000):
-            if proc.returncode is not None:
-                raise SystemExit(f"claudex serve exited with {proc.returncode}")
-            try:
-                await client.get(f"http://127.0.0.1:{port}/healthz")
-                return proc
-            except httpx.TransportError:
-                await asyncio.sleep(0.02)
-    raise SystemExit("claudex serve did not start")
 
 
 async def _one_run(fakes: dict[str, FakeProvider], requests: int, tmp: Path, *,
@@ -75,7 +57,7 @@ async def _one_run(fakes: dict[str, FakeProvider], requests: int, tmp: Path, *,
               + _profile("small", fakes["small"], [],
                          f"context_window = {WINDOW}" if declared else "")
               + _profile("big", fakes["big"], []))
-    proc = await _serve(config, port, tmp)
+    proc = await start_serve(config, port, tmp)
     rows: list[dict[str, Any]] = []
     body = {"model": "claude-sonnet-4-5", "max_tokens": 1024,
             "messages": [{"role": "user", "content": LONG}]}
@@ -92,18 +74,10 @@ async def _one_run(fakes: dict[str, FakeProvider], requests: int, tmp: Path, *,
                 rows.append({"ms": ms, "trail": resp.headers["x-claudex-attempts"],
                              "upstream": sent})
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await proc.wait()
+        await stop_serve(proc)
     return rows
 
 
-def _summary(label: str, rows: list[dict[str, Any]]) -> str:
-    times = sorted(r["ms"] for r in rows)
-    upstream = rows[0]["upstream"]
-    sent = ", ".join(f"{n} {k}" for n, k in upstream.items() if k)
-    p50 = statistics.median(times)
-    return (f"{label:<9} {len(rows):>4} req  p50 {p50:7.2f} ms  max {times[-1]:7.2f} ms  "
-            f"upstream/request {sum(upstream.values())} ({sent})  trail {rows[0]['trail']}")
 
 
 async def main(runs: int, requests: int) -> None:
@@ -140,13 +114,13 @@ async def main(runs: int, requests: int) -> None:
     print(f"A ~18,000-token request; primary down (529), chain small ({WINDOW:,} window) -> big; "
           f"{runs} fresh servers x {requests} requests")
     print("first request of a fresh server:")
-    print("  " + _summary("before", before))
-    print("  " + _summary("declared", declared_first))
-    print("  " + _summary("no small", floor_first))
+    print("  " + summary("before", before, 9))
+    print("  " + summary("declared", declared_first, 9))
+    print("  " + summary("no small", floor_first, 9))
     print("the requests after it:")
-    print("  " + _summary("learned", learned))
-    print("  " + _summary("declared", declared))
-    print("  " + _summary("no small", floor))
+    print("  " + summary("learned", learned, 9))
+    print("  " + summary("declared", declared, 9))
+    print("  " + summary("no small", floor, 9))
 
     def p50(rows: list[dict[str, Any]]) -> float:
         return statistics.median(r["ms"] for r in rows)

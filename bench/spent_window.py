@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from bench.served import start_serve, stop_serve, summary
 from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.world import free_port
@@ -48,23 +47,6 @@ def _profile(name: str, fake: FakeProvider, backups: list[str]) -> str:
             f"backup_providers = [{listed}]\n")
 
 
-async def _serve(config: str, port: int, tmp: Path) -> asyncio.subprocess.Process:
-    path = tmp / f"profiles-{port}.toml"
-    path.write_text(config)
-    path.chmod(0o600)
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    async with httpx.AsyncClient() as client:
-        for _ in range(1000):
-            if proc.returncode is not None:
-                raise SystemExit(f"claudex serve exited with {proc.returncode}")
-            try:
-                await client.get(f"http://127.0.0.1:{port}/healthz")
-                return proc
-            except httpx.TransportError:
-                await asyncio.sleep(0.02)
-    raise SystemExit("claudex serve did not start")
 
 
 async def _send(c: httpx.AsyncClient, fakes: dict[str, FakeProvider],
@@ -90,7 +72,7 @@ async def _one_run(kind: str, requests: int, tmp: Path) -> dict[str, list[dict[s
     config = (f'[proxy]\nport = {port}\n[health]\nenabled = false\n'
               + _profile("sub", fakes["sub"], ["backup"])
               + _profile("backup", fakes["backup"], []))
-    proc = await _serve(config, port, tmp)
+    proc = await start_serve(config, port, tmp)
     out: dict[str, list[dict[str, Any]]] = {"spent": [], "skipped": [], "floor": []}
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30.0) as c:
@@ -104,20 +86,12 @@ async def _one_run(kind: str, requests: int, tmp: Path) -> dict[str, list[dict[s
                 out["skipped"].append(await _send(c, fakes, "sub"))
                 out["floor"].append(await _send(c, fakes, "backup"))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        await proc.wait()
+        await stop_serve(proc)
         for fake in fakes.values():
             await fake.stop()
     return out
 
 
-def _summary(label: str, rows: list[dict[str, Any]]) -> str:
-    times = sorted(r["ms"] for r in rows)
-    upstream = rows[0]["upstream"]
-    sent = ", ".join(f"{n} {k}" for n, k in upstream.items() if k)
-    return (f"{label:<8} {len(rows):>4} req  p50 {statistics.median(times):7.2f} ms  "
-            f"max {times[-1]:7.2f} ms  upstream/request {sum(upstream.values())} ({sent})  "
-            f"trail {rows[0]['trail']}")
 
 
 async def main(runs: int, requests: int) -> None:
@@ -130,7 +104,7 @@ async def main(runs: int, requests: int) -> None:
             print(f"{kind} plan spent (no Retry-After), chain sub -> backup; {runs} fresh "
                   f"servers x {requests} requests")
             for key in ("spent", "skipped", "floor"):
-                print("  " + _summary(key, rows[key]))
+                print("  " + summary(key, rows[key], 8))
 
             p50 = {key: statistics.median(r["ms"] for r in got) for key, got in rows.items()}
             print(f"  spent: one request to sub, {p50['spent'] - p50['floor']:+.2f} ms over "
