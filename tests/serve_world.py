@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,22 @@ import httpx
 
 from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import anthropic_body
+
+
+@asynccontextmanager
+async def serving(config: Path, port: int) -> AsyncIterator[httpx.AsyncClient]:
+    """A `claudex serve` on `config` (listening on `port`) for the block, and a client on its
+    address; stopped with SIGTERM when the block ends, its exit waited for."""
+    proc = await spawn_serve(config)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        await wait_until_serving(url, proc)
+        async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+            yield client
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.communicate(), 20)
 
 
 class Serve:

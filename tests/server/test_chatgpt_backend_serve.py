@@ -7,8 +7,6 @@ claudex sent wrong would fail here as it would in production."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +16,9 @@ import pytest
 
 from claudex.demo.fake_responses import ChatGPTRules
 from claudex.demo.world import free_port
-from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS
 from tests.engine.credentials.test_proxy_codex_auth import ACCOUNT, codex_profile, write_auth_json
+from tests.serve_world import serving
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 
@@ -38,16 +36,8 @@ async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     path.write_text(GLOBALS.replace("[proxy]", f'[proxy]\nport = {port}\ndefault_profile = "codex"')
                     + codex_profile(backend, auth_json, "http://127.0.0.1:9/never"))
     path.chmod(0o600)
-    proc = await spawn_serve(path)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        await wait_until_serving(url, proc)
-        async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
-            yield {"client": client, "backend": backend}
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 20)
+    async with serving(path, port) as client:
+        yield {"client": client, "backend": backend}
 
 
 async def test_the_fake_backend_refuses_what_the_real_one_refuses(

@@ -6,9 +6,7 @@ Through a real `claudex serve` against the fakes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,8 @@ import pytest
 
 from claudex.demo.replies_responses import CONTEXT_WORDS
 from claudex.demo.world import free_port
-from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, profile_toml
+from tests.serve_world import serving
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 LONG = "lorem ipsum " * 1500  # ~4,500 tokens by claudex's estimate
@@ -44,16 +42,8 @@ async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
         + profile_toml("small", f["small"], backups=["big"])
         + profile_toml("big", f["big"]))
     path.chmod(0o600)
-    proc = await spawn_serve(path)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        await wait_until_serving(url, proc)
-        async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
-            yield {"client": client, "fakes": f}
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 20)
+    async with serving(path, port) as client:
+        yield {"client": client, "fakes": f}
 
 
 async def _small(client: httpx.AsyncClient) -> dict[str, Any]:

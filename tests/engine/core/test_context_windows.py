@@ -6,8 +6,6 @@ to the client unchanged. Through a real `claudex serve` against the fakes."""
 
 from __future__ import annotations
 
-import asyncio
-import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -18,8 +16,8 @@ import pytest
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.world import free_port
 from claudex.providers.context_limits import ContextRefusal, context_refusal
-from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, profile_toml, served_models
+from tests.serve_world import serving
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 # ~4,900 of the fakes' tokens (a quarter of the body's bytes), estimated ~4,500 by claudex.
@@ -117,17 +115,11 @@ async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
         + profile_toml("declared", f["declared"], extra="context_window = 2048")
         + profile_toml("head", f["primary"], backups=["declared", "big"]))
     path.chmod(0o600)
-    proc = await spawn_serve(path)
-    url = f"http://127.0.0.1:{port}"
     try:
-        await wait_until_serving(url, proc)
-        async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
+        async with serving(path, port) as client:
             yield {"client": client, "fakes": f}
     finally:
         await small.stop()
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 20)
 
 
 async def _status(client: httpx.AsyncClient, name: str) -> dict[str, Any]:
@@ -207,20 +199,13 @@ async def test_when_every_backup_is_too_small_the_sentence_says_so(
                         + profile_toml("primary", f["primary"], backups=["small"])
                         + profile_toml("small", small))
         path.chmod(0o600)
-        proc = await spawn_serve(path)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            await wait_until_serving(url, proc)
+        async with serving(path, port) as client:
             f["primary"].set_fault("529")
-            async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
-                resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
-            assert resp.status_code == 502
-            message = resp.json()["error"]["message"]
-            assert "longer than small's context window" in message
-            assert "/compact" in message
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 20)
+            resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
+        assert resp.status_code == 502
+        message = resp.json()["error"]["message"]
+        assert "longer than small's context window" in message
+        assert "/compact" in message
 
 
 async def test_a_refusal_without_the_size_is_learned_from_the_prompt_refused(
@@ -238,24 +223,17 @@ async def test_a_refusal_without_the_size_is_learned_from_the_prompt_refused(
                         + profile_toml("primary", f["primary"], backups=["groq", "big"])
                         + profile_toml("groq", groq) + profile_toml("big", f["big"]))
         path.chmod(0o600)
-        proc = await spawn_serve(path)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            await wait_until_serving(url, proc)
+        async with serving(path, port) as client:
             f["primary"].set_fault("529")
-            async with httpx.AsyncClient(base_url=url, timeout=10.0) as client:
-                resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
-                assert resp.headers["x-claudex-attempts"] == \
-                    "primary:529,groq:context_exceeded,big:200"
-                [learned] = (await _status(client, "groq"))["learned_context_window"].values()
-                assert SMALL_WINDOW < learned < len(LONG) // 4  # just under the estimate
-                resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
-                assert resp.headers["x-claudex-attempts"] == \
-                    "primary:529,groq:context_too_small,big:200"
-                assert len(groq.requests) == 1
-                resp = await client.post("/v1/messages", json=long_request("hello"),
-                                         headers=ANTHROPIC)
-                assert resp.headers["x-claudex-attempts"] == "primary:529,groq:200"
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            await asyncio.wait_for(proc.communicate(), 20)
+            resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
+            assert resp.headers["x-claudex-attempts"] == \
+                "primary:529,groq:context_exceeded,big:200"
+            [learned] = (await _status(client, "groq"))["learned_context_window"].values()
+            assert SMALL_WINDOW < learned < len(LONG) // 4  # just under the estimate
+            resp = await client.post("/v1/messages", json=long_request(), headers=ANTHROPIC)
+            assert resp.headers["x-claudex-attempts"] == \
+                "primary:529,groq:context_too_small,big:200"
+            assert len(groq.requests) == 1
+            resp = await client.post("/v1/messages", json=long_request("hello"),
+                                     headers=ANTHROPIC)
+            assert resp.headers["x-claudex-attempts"] == "primary:529,groq:200"
