@@ -88,7 +88,7 @@ PROVIDER_FIELDS = (
     Field("base_url", "base_url", hint="https://api.example.com/v1"),
     Field("default_model", "default_model", hint="model for failed-over requests"),
     Field("max_tokens", "max_tokens", "int", hint="no cap"),
-    Field("context_window", "context_window", "int", hint="learned from the provider's 400"),
+    Field("context_window", "context_window", "int", hint="unset: learned from a 400"),
     Field("reserve", "reserve", "number", hint="0 = off; 0.05 keeps 5%"),
     Field("enabled", "enabled", "switch"),
     Field("health_probe", "health_probe", "switch"),
