@@ -250,6 +250,9 @@ def _event_row(event: Event) -> tuple[Any, ...]:
             json.dumps(event.data, default=str))
 
 
+_OPEN_TRIES: Final = 10  # opening a file another engine is creating: ~2.3 s in all
+
+
 def _default_connect(path: str) -> sqlite3.Connection:
     return sqlite3.connect(path, timeout=5.0, isolation_level=None)
 
@@ -586,12 +589,23 @@ class Journal:
     # -- the writer thread ---------------------------------------------------------------------
 
     def _run(self) -> None:
-        try:
-            conn = open_database(self.path, self._connect)
-            columns = request_columns(conn)
-        except (sqlite3.Error, OSError) as exc:
-            self._turn_off(exc)
-            return
+        for attempt in range(_OPEN_TRIES):
+            try:
+                conn = open_database(self.path, self._connect)
+                columns = request_columns(conn)
+                break
+            except sqlite3.OperationalError as exc:
+                # Two engines creating one new file at once: before it is in WAL mode, SQLite
+                # answers one of them "database is locked" at once (a lock it cannot wait for,
+                # so the busy timeout does not apply). That one opens again once the other is
+                # done, instead of turning history off.
+                if "locked" not in str(exc) or attempt == _OPEN_TRIES - 1:
+                    self._turn_off(exc)
+                    return
+                time.sleep(0.05 * (attempt + 1))
+            except (sqlite3.Error, OSError) as exc:
+                self._turn_off(exc)
+                return
         # Which of a row's values go in: all, unless a migration waits for the next start.
         self._keep = None if columns == _REQUEST_COLUMNS else \
             tuple(_REQUEST_COLUMNS.index(c) for c in columns)
