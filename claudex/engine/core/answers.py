@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 
+from claudex.engine.core.answer_headers import KNOWN, PASSED, PASSED_SAME, kind
 from claudex.engine.core.explain import all_failed_sentence
 from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest, Trail
 from claudex.engine.credentials.cache import AuthHeaders
@@ -17,22 +18,18 @@ from claudex.engine.header_policy import masked_values
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai
 
-# Upstream response headers worth passing to the client; everything else (hop-by-hop, length,
-# encoding, cookies) is the proxy's business. Matched on the raw header bytes: decoding every
-# upstream header into a case-insensitive dict costs more than the few we keep.
-_PASS_HEADERS = frozenset(
-    {b"content-type", b"request-id", b"x-request-id", b"openai-processing-ms"}
-)
-_PASS_PREFIXES = (b"anthropic-ratelimit-", b"x-ratelimit-")
-
-
 def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
                    translating: bool = False) -> dict[str, str]:
+    """The upstream answer's headers the client gets (engine/core/answer_headers.py says which:
+    its type and request ids, and on the same-protocol path the provider's rate limits), by
+    their lowered names."""
     out: dict[str, str] = {}
+    wanted = PASSED if translating else PASSED | PASSED_SAME
+    known = KNOWN
     for key, value in upstream:
-        lower = key.lower()
-        if lower in _PASS_HEADERS or (not translating and lower.startswith(_PASS_PREFIXES)):
-            out[lower.decode("latin-1")] = value.decode("latin-1")
+        flags, name = known.get(key) or kind(key)
+        if flags & wanted:
+            out[name] = value.decode("latin-1")
     return out
 
 

@@ -63,6 +63,7 @@ import platformdirs
 
 from claudex.config.model import HistorySettings
 from claudex.engine.addons.stats import LOCAL_ESTIMATE
+from claudex.engine.core.answer_headers import KNOWN, PLAN, kind
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
@@ -204,15 +205,16 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
 # The journal keeps a plan's windows (a subscription's: Anthropic's unified headers, ChatGPT's
 # x-codex-*), not an API key's rate limits: those come with every answer of an API-key provider,
 # change with each one, and reading them (RFC 3339 resets, a dozen headers) cost ~19 µs of this
-# process's CPU a row; status and /metrics show an API key's limits as they are now.
-_PLAN_HEADERS: Final = (b"anthropic-ratelimit-unified", b"x-codex-")
+# process's CPU a row; status and /metrics show an API key's limits as they are now. Which
+# headers are a plan's: engine/core/answer_headers.py, one lookup a header.
 
 
 def _windows_json(seen: tuple[str, Described]) -> str | None:
     provider, described = seen
     if described and not isinstance(described[0], Window):
         at, raw = cast("tuple[float, RawHeaders]", described)
-        plan = tuple(pair for pair in raw if pair[0].lower().startswith(_PLAN_HEADERS))
+        known = KNOWN
+        plan = tuple(pair for pair in raw if (known.get(pair[0]) or kind(pair[0]))[0] & PLAN)
         if not plan:
             return None
         described = (at, plan)
