@@ -18,6 +18,7 @@ from claudex.engine.header_policy import masked_values
 from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai
 
+
 def passed_headers(upstream: Iterable[tuple[bytes, bytes]], *,
                    translating: bool = False) -> dict[str, str]:
     """The upstream answer's headers the client gets (engine/core/answer_headers.py says which:

@@ -63,7 +63,8 @@ import platformdirs
 
 from claudex.config.model import HistorySettings
 from claudex.engine.addons.stats import LOCAL_ESTIMATE
-from claudex.engine.core.answer_headers import KNOWN, PLAN, kind
+from claudex.engine.core.answer_headers import KNOWN, PLAN
+from claudex.engine.core.answer_headers import kind as header_kind
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
@@ -214,7 +215,7 @@ def _windows_json(seen: tuple[str, Described]) -> str | None:
     if described and not isinstance(described[0], Window):
         at, raw = cast("tuple[float, RawHeaders]", described)
         known = KNOWN
-        plan = tuple(pair for pair in raw if (known.get(pair[0]) or kind(pair[0]))[0] & PLAN)
+        plan = tuple(pair for pair in raw if (known.get(pair[0]) or header_kind(pair[0]))[0] & PLAN)
         if not plan:
             return None
         described = (at, plan)
