@@ -140,9 +140,10 @@ class ProxyRoutes:
         self.app = app
         self.engine = engine
         self.limit = max_body_bytes
-        # `Engine.forward` is this, one coroutine frame less a request (the forwarder is made
-        # once, with the engine).
-        self._forward = engine.forwarder.forward
+        # `Engine.forward`, one coroutine frame less a request (the forwarder is made once,
+        # with the engine), and the whole answer's bookkeeping left until the client has it.
+        self._forward = engine.forwarder.answer
+        self._finish = engine.forwarder.finish
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -184,7 +185,7 @@ class ProxyRoutes:
             route=scope["path"],
         )
         try:
-            result = await self._forward(req)
+            result, flow = await self._forward(req)
         except validation.InvalidRequest as exc:  # found deeper, e.g. by a local token count
             _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))
@@ -200,7 +201,11 @@ class ProxyRoutes:
                 stream = WithoutUsage(stream)  # claudex asked for it, to count the tokens
             await self._stream(result, stream, receive, send)
         else:
-            await self._answer(send, result.status, result.body or b"", result)
+            try:
+                await self._answer(send, result.status, result.body or b"", result)
+            finally:
+                if flow is not None:  # the client has its answer: now the bookkeeping
+                    self._finish(flow)
 
     async def _read_body(self, receive: Receive, headers: dict[str, str]) -> bytes:
         length = headers.get("content-length")

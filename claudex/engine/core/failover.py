@@ -203,9 +203,22 @@ class Forwarder:
     # -- entry point ---------------------------------------------------------------------------
 
     async def forward(self, req: ProxyRequest) -> ForwardResult:
+        """Serve `req` along its chain; the request is over (its `request_ended` hooks have
+        run) when this returns, except for a stream, which ends at its last chunk."""
+        result, flow = await self.answer(req)
+        if flow is not None:
+            self.finish(flow)
+        return result
+
+    async def answer(self, req: ProxyRequest) -> tuple[ForwardResult, Flow | None]:
         """Serve `req` along its chain; the answer names the request (`x-claudex-request-id`,
         also in its request event). The request's `Flow` goes through the lifecycle hooks
-        (engine/core/hooks.py): started here, ended when the client has the whole answer."""
+        (engine/core/hooks.py): started here; a stream's ended at its last chunk. A whole
+        answer comes back with its flow: the caller hands the answer to the client first and
+        then calls `finish(flow)` — the bookkeeping of a finished request (its usage read
+        from the body, statistics, the request event, the journal's row) can wait until the
+        client has its bytes, and so adds nothing to the client's latency. (None: a stream,
+        which finishes itself.)"""
         core = self.core
         req.request_id = f"{self._id_base}-{_base36(next(self._ids))}"
         flow = Flow(req, core.clock(), core.wall())
@@ -238,18 +251,28 @@ class Forwarder:
         flow.ms = (core.clock() - flow.started) * 1000.0
         stream = result.stream
         if stream is None:
-            if result.body is not None and result.status < 400:
-                flow.usage = usage_in_body(result.body)
-            self._ended(flow)
-        else:
-            # A stream ends at its last chunk (or the client leaving), not at its commit: it
-            # is reported then, with the tokens its events told (it scans its own chunks).
-            def done(usage: Usage | None) -> None:
-                flow.usage = usage
-                self._ended(flow)
+            return result, flow
 
-            stream.count(done)
-        return result
+        # A stream ends at its last chunk (or the client leaving), not at its commit: it is
+        # reported then, with the tokens its events told (it scans its own chunks).
+        def done(usage: Usage | None) -> None:
+            flow.usage = usage
+            self._ended(flow)
+
+        stream.count(done)
+        return result, None
+
+    def finish(self, flow: Flow) -> None:
+        """A whole answer's request is over (`answer` says when to call this): the tokens its
+        body reports, then the `request_ended` hooks."""
+        result = flow.result
+        if result is not None and result.body is not None and result.status < 400:
+            flow.usage = usage_in_body(result.body)
+        for hook in self.core.hooks.request_ended:  # (`_ended`, inlined: one call a request)
+            try:
+                hook(flow)
+            except Exception:
+                addon_failed(hook)
 
     def _ended(self, flow: Flow) -> None:
         for hook in self.core.hooks.request_ended:
