@@ -43,7 +43,6 @@ Layout: the pure text transforms (`with_profile_updated`, `profile_names`, ...) 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import sys
@@ -63,6 +62,7 @@ from claudex.config._edit_text import (
     with_profile_deleted,
     with_profile_updated,
 )
+from claudex.config.digest import digest_of
 from claudex.config.loader import parse_config
 from claudex.config.model import Config, ConfigError, ConfigIssue
 
@@ -125,10 +125,6 @@ class Fingerprint:
 
     mtime_ns: int
     digest: str
-
-
-def digest_of(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def file_fingerprint(path: Path | str) -> Fingerprint:

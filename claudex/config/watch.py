@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from watchfiles import Change, awatch
 
-from claudex.config.editing import digest_of
+from claudex.config.digest import digest_of
 from claudex.config.loader import load_config
 from claudex.config.model import Config, ConfigError
 

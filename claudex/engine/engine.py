@@ -44,7 +44,6 @@ from claudex.engine.core.transport import AiohttpTransport, Transport
 from claudex.engine.core.usage import TokenTotals
 from claudex.engine.credentials.cache import Credentials
 from claudex.engine.events import Event, EventBus
-from claudex.engine.fleet.coordinator import Fleet, InstanceEventBus, instance_name
 from claudex.engine.health import HealthChecker
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
@@ -54,6 +53,7 @@ from claudex.engine.secrets import SCRUBBER, config_secrets
 
 if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
     from claudex.engine.addons.traces import TracesAddon
+    from claudex.engine.fleet.coordinator import Fleet  # only with `[fleet]`: redis (~5 MB)
 
 log = logging.getLogger("claudex.engine")
 
@@ -87,9 +87,13 @@ class Engine:
         self.sleep = sleep
         self.rand = rand
         self.env = env
-        # In a fleet every event names the instance that produced it.
-        self.events = (InstanceEventBus(instance_name(config)) if config.fleet.enabled
-                       else EventBus())
+        # In a fleet every event names the instance that produced it. The fleet's modules
+        # import redis (~5 MB of memory): only a config with `[fleet]` imports them.
+        self.events: EventBus = EventBus()
+        if config.fleet.enabled:
+            from claudex.engine.fleet.coordinator import InstanceEventBus, instance_name
+
+            self.events = InstanceEventBus(instance_name(config))
         self.journal = journal
         if journal is not None:
             self.events.sinks.append(journal.record)
@@ -108,6 +112,8 @@ class Engine:
         # beside the breakers; applies from start, not on reload.
         self.fleet: Fleet | None = None
         if config.fleet.enabled:
+            from claudex.engine.fleet.coordinator import Fleet, instance_name
+
             listen = f"{config.proxy.host}:{config.proxy.port}"
             self.fleet = Fleet(config.fleet, name=instance_name(config), listen=listen,
                                runtimes=lambda: self.runtimes, clock=clock, wall=wall,

@@ -20,7 +20,6 @@ from claudex.config.watch import ConfigWatcher
 from claudex.engine.breaker.trips import DurationError, trip_terms
 from claudex.engine.engine import Engine
 from claudex.engine.history.query import HistoryQueryError, parse_query, read_history
-from claudex.server import metrics
 from claudex.server.event_stream import EventStreams
 from claudex.server.model_list import anthropic_list, model_ids, openai_list
 from claudex.server.proxy_asgi import ProxyRoutes
@@ -48,7 +47,9 @@ def create_app(
     app calls `event_streams.close()` when it begins to stop (`claudex.server.run`), so that no
     open event stream holds its shutdown."""
     streams = event_streams if event_streams is not None else EventStreams()
-    registry = metrics.make_registry(engine)
+    # Built at the first scrape: prometheus_client (~1 MB) is imported only by a server that
+    # is scraped (the collector reads the engine at scrape time either way).
+    registry: list[Any] = []
 
     async def models(request: Request) -> Response:
         config = engine.config
@@ -70,7 +71,11 @@ def create_app(
         return JSONResponse({"ok": True, "profiles": len(engine.runtimes)})
 
     async def metrics_route(request: Request) -> Response:
-        return Response(metrics.render(registry),
+        from claudex.server import metrics
+
+        if not registry:
+            registry.append(metrics.make_registry(engine))
+        return Response(metrics.render(registry[0]),
                         media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def status(request: Request) -> Response:

@@ -60,6 +60,9 @@ def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 
         app,
         loop=loop,
         http="httptools",
+        # No route of claudex is a WebSocket: "auto" would import a WebSocket implementation
+        # (~1 MB of memory) to answer upgrades nothing serves.
+        ws="none",
         lifespan="on",
         log_config=None,
         log_level=log_level,

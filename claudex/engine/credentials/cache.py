@@ -45,7 +45,6 @@ from claudex.engine.credentials.oauth import OAuthToken, RefreshFailed, TokenFil
 from claudex.engine.credentials.token_command import CommandFailed, run_shell_command
 from claudex.engine.credentials.token_sources import CredentialError, TokenSource, credentials_path
 from claudex.engine.events import Event
-from claudex.engine.fleet.tokens import grant_of
 from claudex.engine.secrets import mask_secret, write_json_atomic, write_text_atomic
 
 __all__ = [
@@ -284,6 +283,9 @@ class Credentials:
                 return token
             record = await flight.shared() if flight is not None else None
             if record is not None and record.get("access_token") != seen.access_token:
+                # Only in a fleet: its module imports redis, which a lone instance never loads.
+                from claudex.engine.fleet.tokens import grant_of
+
                 new_token = self._source.save(grant_of(record, self._wall()), doc)
                 self._succeeded(f"{self._profile.name}: took the token another instance "
                                 "refreshed (shared through the fleet, encrypted)")
