@@ -18,7 +18,8 @@ life, calls the addons that implement the hook for that point:
 ``stream_committed(flow, rt)``
     a stream's first content arrived from `rt`: from here on nothing is retried.
 ``request_ended(flow)``
-    the client has its whole answer (a stream's last byte, or the client left), or the request
+    the client has its whole answer (a stream's last byte, or the client left; a whole answer's
+    body is sent before this runs, engine/core/failover.py `Forwarder.answer`), or the request
     failed everywhere: `flow.result`, `flow.usage` and `flow.ms` are final.
 
 An addon is any object with some of these methods. `Hooks` collects, per hook, the bound
