@@ -75,10 +75,13 @@ class Engine:
         http: httpx.AsyncClient | None = None,
         journal: Journal | None = None,
         router_timeout: float = ROUTER_TIMEOUT_S,
+        prices_apart: bool = False,
     ) -> None:
         """`journal`: where request summaries and events are kept across restarts (serve and
         the hosting console pass one from `[history]`; tests and the demo none).
-        `router_timeout`: how long `[router]`'s classifier may take (DESIGN.md: 2 s)."""
+        `router_timeout`: how long `[router]`'s classifier may take (DESIGN.md: 2 s).
+        `prices_apart`: the config's models priced at start by a child process, so that this
+        one does not import genai-prices for them (`claudex serve`: addons/price_sheet.py)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -102,6 +105,7 @@ class Engine:
         self.earlier_tokens = TokenTotals()  # today's, before this start (journal_seed.py)
         # What the tokens cost at API prices (engine/addons/cost.py), and the price table.
         self.prices = PriceTable(wall)
+        self._prices_apart = prices_apart
         self.costs = CostTotals()
         self.earlier_costs = CostTotals()  # today's, before this start, from the journal
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
@@ -246,7 +250,16 @@ class Engine:
 
     async def start(self, *, health: bool | None = None) -> None:
         # genai-prices takes a quarter of a second to import: off the loop, before traffic.
-        await asyncio.to_thread(self.prices.load)
+        # Apart, in a child process, it stays out of this one (~13 MB resident).
+        sheet = None
+        if self._prices_apart:
+            from claudex.engine.addons.price_sheet import config_pairs, read_sheet
+
+            sheet = await asyncio.to_thread(read_sheet, config_pairs(self.config), self.wall())
+        if sheet is None:
+            await asyncio.to_thread(self.prices.load)
+        else:
+            self.prices.seed(sheet)
         if self.journal is not None:
             self._restore_trips(await asyncio.to_thread(trips_in_journal, self.journal.path,
                                                         self.wall(), self._listen()))

@@ -86,7 +86,9 @@ def serve_forever(config: Config, *, host: str, port: int, config_path: Path | N
         register_secrets(fresh)
         return listening_on(fresh, host, bound)
 
-    engine = Engine(config, journal=journal_from_settings(config.history))
+    # The config's models priced by a child process: genai-prices (~13 MB) stays out of the
+    # serving process unless an answer comes from a model the config does not name.
+    engine = Engine(config, journal=journal_from_settings(config.history), prices_apart=True)
 
     def changed_on_disk(fresh: Config) -> None:
         fresh = listening_on(fresh, host, bound)

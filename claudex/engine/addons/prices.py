@@ -24,7 +24,9 @@ answer is unpriced, never $0. Prices that change with the time (a price change o
 off-peak discount) are looked up again every minute for such a model.
 
 The package is imported on first use, or ahead by `load()` (the engine's start runs it in a
-thread, since the import takes a quarter of a second): never at claudex's import.
+thread, since the import takes a quarter of a second): never at claudex's import. `claudex
+serve` does not import it at all for the models its config names: a child process looks them
+up with this module's code and the table is `seed`ed with the result (price_sheet.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Final
@@ -109,6 +111,12 @@ class PriceTable:
                 snapshot = data_snapshot.get_snapshot()
                 self._snapshot = snapshot
 
+    def seed(self, known: Mapping[tuple[str, str], ModelRates | None]) -> None:
+        """Take rates looked up elsewhere by this module's own code (price_sheet.py: in a child
+        process, so that this one need not import genai-prices); lookups already made win."""
+        for key, rates in known.items():
+            self._rates.setdefault(key, rates)
+
     def cost(self, base_url: str, model: str | None, usage: Usage) -> float | None:
         rates = self.rates(base_url, model)
         return None if rates is None else rates.cost(usage)
@@ -140,9 +148,7 @@ class PriceTable:
         except (ArithmeticError, ValueError, TypeError, LookupError) as exc:
             log.info("prices: %s's price in the table cannot be read (%s): unpriced", model, exc)
             return None
-        timed = not _is_fixed(info)
-        return ModelRates(str(provider.id), str(info.id), bands,
-                          now + RECHECK_S if timed else _FOREVER)
+        return ModelRates(str(provider.id), str(info.id), bands, _good_until(info, now))
 
     def _find(self, base_url: str, model: str) -> tuple[Any, Any] | None:
         snapshot = self._snapshot
@@ -156,10 +162,38 @@ class PriceTable:
         return None
 
 
-def _is_fixed(info: Any) -> bool:
-    from genai_prices.types import ModelPrice
+def _good_until(info: Any, now: float) -> float:
+    """Until when the price `_bands` read at `now` holds: for ever for one fixed price (its
+    `price_variants`, selected by a request context such as batch processing, never apply:
+    claudex passes none); for a list of conditional prices the next time one of their
+    constraints turns (a start date's UTC midnight, an off-peak interval's start or end);
+    else a minute (a constraint of a kind not known here)."""
+    from genai_prices.types import ModelPrice, StartDateConstraint, TimeOfDateConstraint
 
-    return isinstance(info.prices, ModelPrice) and not info.price_variants
+    if isinstance(info.prices, ModelPrice):
+        return _FOREVER
+    from datetime import UTC, datetime, timedelta
+
+    at = datetime.fromtimestamp(now, tz=UTC)
+    turns: list[datetime] = []
+    for conditional in info.prices:
+        constraint = conditional.constraint
+        if constraint is None:
+            continue
+        if isinstance(constraint, StartDateConstraint):
+            start = datetime.combine(constraint.start_date, datetime.min.time(), tzinfo=UTC)
+            if start > at:
+                turns.append(start)
+        elif isinstance(constraint, TimeOfDateConstraint):
+            for moment in (constraint.start_time, constraint.end_time):
+                utc = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+                turn = datetime.combine(at.date(), utc).astimezone(UTC)
+                while turn <= at:
+                    turn += timedelta(days=1)
+                turns.append(turn)
+        else:
+            return now + RECHECK_S
+    return min(turns).timestamp() if turns else _FOREVER
 
 
 def _bands(info: Any, now: float) -> tuple[tuple[int, Rates], ...]:
