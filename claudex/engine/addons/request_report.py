@@ -54,6 +54,7 @@ class RequestEventsAddon:
         data = flow.data
         if data is not None and (seen := data.get("windows")) is not None:
             record.windows = seen.get("windows")  # the quota windows (engine/addons/windows.py)
+            record.plan = seen.get("plan", True)  # (a stream's codex.rate_limits: a plan's)
         if log.isEnabledFor(logging.DEBUG):
             log.debug("request %s", record.sentence())
         if self._events.wants("request"):
@@ -79,6 +80,7 @@ class RequestRecord:
         "model",
         "ms",
         "notes",
+        "plan",
         "profile",
         "protocol",
         "provider",
@@ -122,6 +124,8 @@ class RequestRecord:
         self.usage = usage
         # The plan's quota windows the last answer described: (provider, windows), or None.
         self.windows: tuple[str, Described] | None = None
+        # Whether they include a plan's (a subscription's) window: the journal keeps only those.
+        self.plan = False
         self._event: Event | None = None
 
     def trail(self) -> str:

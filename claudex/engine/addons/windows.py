@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from claudex.engine.core.answer_headers import KNOWN, WINDOW, kind
+from claudex.engine.core.answer_headers import KNOWN, PLAN, WINDOW, kind
 from claudex.engine.core.hooks import Flow
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.providers.windows import Described, windows_in_event
@@ -34,9 +34,12 @@ class WindowsAddon:
     def upstream_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
                          headers: Sequence[tuple[bytes, bytes]]) -> None:
         found = None
+        plan = 0  # whether any is a plan's (the journal keeps only those: no second walk)
         known = KNOWN  # each raw name classified once (engine/core/answer_headers.py)
         for pair in headers:
-            if (known.get(pair[0]) or kind(pair[0]))[0] & WINDOW:
+            flags = (known.get(pair[0]) or kind(pair[0]))[0]
+            if flags & WINDOW:
+                plan |= flags & PLAN
                 if found is None:
                     found = [pair]
                 else:
@@ -52,6 +55,7 @@ class WindowsAddon:
         if place is None:
             place = data[NAME] = {}
         place["windows"] = (rt.profile.name, seen)  # (rt.name, without the property call)
+        place["plan"] = bool(plan)
 
 
 def windows_in_stream(flow: Flow, rt: ProviderRuntime, chunk: bytes) -> None:

@@ -181,6 +181,7 @@ class RequestFacts(Protocol):
     cost_basis: str | None
     routed: str | None
     windows: tuple[str, Described] | None
+    plan: bool  # whether `windows` has a plan's (the quota-windows addon looked)
 
     def trail(self) -> str: ...
 
@@ -200,7 +201,7 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             usage.cache_read_tokens if usage is not None else None,
             r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
             usage.cache_write_tokens if usage is not None else None, r.cost_usd, r.cost_basis,
-            r.routed, None if r.windows is None else _windows_json(r.windows))
+            r.routed, None if r.windows is None or not r.plan else _windows_json(r.windows))
 
 
 # The journal keeps a plan's windows (a subscription's: Anthropic's unified headers, ChatGPT's
