@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
@@ -59,6 +60,12 @@ class RequestEventsAddon:
             log.debug("request %s", record.sentence())
         if self._events.wants("request"):
             self._events.publish_deferred(record)
+
+
+# The client header sets records share (see RequestRecord), each keyed by its items; emptied
+# when full (sessions' own ids make more sets than a client has kinds of request).
+_HEADER_SETS: dict[tuple[tuple[str, str], ...], Mapping[str, str]] = {}
+_HEADER_SETS_MAX: Final = 256
 
 
 class RequestRecord:
@@ -109,10 +116,21 @@ class RequestRecord:
         self.profile = req.profile
         self.stream = req.stream
         self.request_id = req.request_id
-        self.route = req.route
+        # The path the client used: one of a handful, kept once however many records hold it.
+        self.route = sys.intern(req.route)
         # The route that chose the profile ("long_context -> gemini"), when one did.
         self.routed: str | None = None if req.routed is None else req.routed.label
-        self.headers: Mapping[str, str] = req.headers
+        # One mapping per distinct set of client headers: a client sends the same few on every
+        # request, and the backlog's 2,000 records held 2,000 equal copies (~0.4 KB each, the
+        # strings fresh per request). Inline: this runs on every request.
+        headers = req.headers
+        key = tuple(headers.items())
+        shared = _HEADER_SETS.get(key)
+        if shared is None:
+            if len(_HEADER_SETS) >= _HEADER_SETS_MAX:
+                _HEADER_SETS.clear()
+            shared = _HEADER_SETS[key] = headers
+        self.headers: Mapping[str, str] = shared
         self.provider = result.provider
         self.status = result.status
         self.dropped = result.dropped
