@@ -6,7 +6,6 @@ meant for the user. The schema tables below map every key a table may hold to it
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import re
@@ -69,6 +68,8 @@ def _quoted(text: str, limit: int = 60) -> str:
 
 
 def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    import difflib  # only for a config with a misspelt key: not in every process's memory
+
     matches = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
     return f" (did you mean {_quoted(matches[0])}?)" if matches else ""
 

@@ -21,7 +21,7 @@ Which table entry: the provider whose API address matches the profile's `base_ur
 `api_pattern`), the model looked up there; else the provider whose models match the model's
 name (a fake provider on 127.0.0.1 serving `claude-sonnet-4-5`, a gateway); else none: the
 answer is unpriced, never $0. Prices that change with the time (a price change on a date, an
-off-peak discount) are looked up again every minute for such a model.
+off-peak discount) are looked up again when the next of their conditions turns (`_good_until`).
 
 The package is imported on first use, or ahead by `load()` (the engine's start runs it in a
 thread, since the import takes a quarter of a second): never at claudex's import. `claudex
@@ -36,14 +36,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from claudex.engine.core.usage import Usage
 
+if TYPE_CHECKING:  # imported only where genai-prices is read (serve: in price_sheet's child)
+    from decimal import Decimal
+
 log = logging.getLogger("claudex.engine")
 
-RECHECK_S: Final = 60.0  # a model whose price depends on the time is looked up again this often
+RECHECK_S: Final = 60.0  # a price on a condition of a kind not known here: looked up again
 _PROBE_OUTPUT: Final = 1_000_000
 _PROBE_INPUT: Final = 1_000_000
 _FOREVER: Final = float("inf")
@@ -200,6 +202,7 @@ def _bands(info: Any, now: float) -> tuple[tuple[int, Rates], ...]:
     """The model's rates in each band of the whole input, read from genai-prices' own price of
     a few probe usages (see the module's docstring)."""
     from datetime import UTC, datetime
+    from decimal import Decimal
 
     from genai_prices.types import TieredPrices
 
