@@ -106,6 +106,7 @@ class Engine:
         # What the tokens cost at API prices (engine/addons/cost.py), and the price table.
         self.prices = PriceTable(wall)
         self._prices_apart = prices_apart
+        self._price_reads: set[asyncio.Task[None]] = set()  # the sheet's reads after reloads
         self.costs = CostTotals()
         self.earlier_costs = CostTotals()  # today's, before this start, from the journal
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
@@ -245,6 +246,28 @@ class Engine:
             log.warning("%s", sentence)
             self._last_escalation = (sentence, now)
         self.events.publish(Event("escalation", sentence))
+
+    def _price_new_models(self, config: Config) -> None:
+        """After a reload, the models the new config names that the price table has not seen,
+        priced by the child process too (off the loop). An answer that comes first is priced
+        in this process, as any model not on the sheet is: the same figure either way."""
+        from claudex.engine.addons.price_sheet import config_pairs, read_sheet
+
+        pairs = [p for p in config_pairs(config) if not self.prices.knows(*p)]
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # reloaded outside the engine's loop: the first answers price them
+        if not pairs:
+            return
+
+        async def read() -> None:
+            sheet = await asyncio.to_thread(read_sheet, pairs, self.wall())
+            if sheet:
+                self.prices.seed(sheet)
+
+        self._price_reads.add(task := loop.create_task(read(), name="claudex-prices"))
+        task.add_done_callback(self._price_reads.discard)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -409,6 +432,8 @@ class Engine:
         self.runtimes = fresh
         self.routing = self._routing(config, self.routing)
         self._set_pools(config)
+        if self._prices_apart:
+            self._price_new_models(config)
         # A removed provider's connection pool is not closed here: requests already in flight
         # to it (a long stream) would hang, as closing an aiohttp session does not wake a body
         # being read. Its idle connections expire by keep-alive; the pool goes at `close()`,

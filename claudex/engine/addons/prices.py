@@ -119,6 +119,10 @@ class PriceTable:
         for key, rates in known.items():
             self._rates.setdefault(key, rates)
 
+    def knows(self, base_url: str, model: str) -> bool:
+        """Whether (base_url, model) has been looked up (or seeded), priced or not."""
+        return (base_url, model) in self._rates
+
     def cost(self, base_url: str, model: str | None, usage: Usage) -> float | None:
         rates = self.rates(base_url, model)
         return None if rates is None else rates.cost(usage)

@@ -74,3 +74,34 @@ def test_a_conditional_price_holds_until_its_next_turn() -> None:
         return info.get_prices(datetime.fromtimestamp(at, tz=UTC))
 
     assert price(until - 1) == price(now)
+
+
+PROFILE = '''
+[[profiles]]
+name = "{name}"
+provider_type = "DirectAnthropic"
+base_url = "https://api.anthropic.com"
+api_key = "sk-test"
+default_model = "{model}"
+'''
+
+
+async def test_an_engine_apart_prices_its_models_at_start_and_after_a_reload() -> None:
+    import asyncio
+
+    from claudex.engine.engine import Engine
+
+    first = build_config(PROFILE.format(name="a", model="claude-sonnet-4-5"))
+    engine = Engine(first, env={}, prices_apart=True)
+    await engine.start(health=False)
+    try:
+        assert engine.prices.knows("https://api.anthropic.com", "claude-sonnet-4-5")
+        engine.apply_config(build_config(
+            PROFILE.format(name="a", model="claude-sonnet-4-5")
+            + PROFILE.format(name="b", model="claude-haiku-4-5")))
+        await asyncio.gather(*engine._price_reads)
+        assert engine.prices.knows("https://api.anthropic.com", "claude-haiku-4-5")
+        rates = engine.prices.rates("https://api.anthropic.com", "claude-haiku-4-5")
+        assert rates == PriceTable().rates("https://api.anthropic.com", "claude-haiku-4-5")
+    finally:
+        await engine.close()
