@@ -97,6 +97,17 @@ def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
     return None
 
 
+def _unhook_frames(exc: BaseException) -> None:
+    """Let go of a mapped transport error's frames. aiohttp keeps a refused connect's error in a
+    local of a frame in its own traceback, and each frame holds its callers: the cycle kept the
+    request's whole context (flow, exchange, ledger: ~11 KB) until a collection of the cyclic
+    garbage, which a failing provider piles up (RSS +1.7 MB over 110 failovers)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        seen.__traceback__ = None
+        seen = seen.__cause__ or seen.__context__
+
+
 def _base36(n: int) -> str:
     digits = ""
     while True:
@@ -491,6 +502,7 @@ class Forwarder:
             if not isinstance(exc, Exception):
                 raise
             outcome, words = map_transport_error(exc)  # mapped at one place
+            _unhook_frames(exc)
             return Seen(outcome, ledger.attempt(outcome, None, words))
         ledger.headers_arrived()
         status = resp.status
