@@ -71,7 +71,7 @@ def rows(count: int, start: float, end: float, seed: int = 7) -> list[tuple[Any,
                     "failover" if failed_over else "ok", ok["latency_ms"], int(stream), trail,
                     json.dumps(attempts), "[]", tin, tout, 0, f"id{i:07d}", "/v1/messages",
                     json.dumps({"user-agent": "claude-cli/2.0"}), 0,
-                    (tin * 3 + tout * 15) / 1e6, None, None))
+                    (tin * 3 + tout * 15) / 1e6, None, None, None))  # (routed, windows)
     return out
 
 
@@ -131,6 +131,7 @@ class Facts:
         self.request_id, self.route = row[17], row[18]
         self.headers = {"user-agent": "claude-cli/2.0"}
         self.cost_usd, self.cost_basis, self.routed = row[21], "api", None
+        self.windows, self.plan = None, False  # an API key's answer: no plan window kept
         self.kind = "request"
         self._trail = row[11]
 
