@@ -27,7 +27,7 @@ class Routed:
         return f"{self.route} -> {self.profile}"
 
 
-@dataclass
+@dataclass(slots=True)
 class ProxyRequest:
     protocol: WireProtocol             # the client's protocol
     endpoint: Endpoint
@@ -51,7 +51,7 @@ class ProxyRequest:
         return model if isinstance(model, str) else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Attempt:
     provider: str
     outcome: str                       # an Outcome value, or a skip reason such as "breaker_open"
@@ -176,7 +176,7 @@ class AnswerStream(Protocol):
     def usage_lines(self) -> tuple[str | None, str | None]: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class ForwardResult:
     status: int
     headers: dict[str, str]
