@@ -254,12 +254,12 @@ class Engine:
         from claudex.engine.addons.price_sheet import config_pairs, read_sheet
 
         pairs = [p for p in config_pairs(config) if not self.prices.knows(*p)]
+        if not pairs:
+            return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # reloaded outside the engine's loop: the first answers price them
-        if not pairs:
-            return
 
         async def read() -> None:
             sheet = await asyncio.to_thread(read_sheet, pairs, self.wall())

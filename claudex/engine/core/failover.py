@@ -253,7 +253,7 @@ class Forwarder:
         try:
             result = await self._forward(req, flow, way)
         except BaseException:
-            self._ended(flow)  # cancelled, or a claudex bug: the request is over all the same
+            self.finish(flow)  # cancelled, or a claudex bug: the request is over all the same
             raise
         result.headers["x-claudex-request-id"] = req.request_id
         if req.routed is not None:
@@ -268,24 +268,18 @@ class Forwarder:
         # reported then, with the tokens its events told (it scans its own chunks).
         def done(usage: Usage | None) -> None:
             flow.usage = usage
-            self._ended(flow)
+            self.finish(flow)
 
         stream.count(done)
         return result, None
 
     def finish(self, flow: Flow) -> None:
-        """A whole answer's request is over (`answer` says when to call this): the tokens its
-        body reports, then the `request_ended` hooks."""
+        """The request is over: a whole answer's tokens read from its body (a stream's were
+        counted from its events, and a request that raised has no result), then the
+        `request_ended` hooks. `answer` says when a whole answer's caller calls this."""
         result = flow.result
         if result is not None and result.body is not None and result.status < 400:
             flow.usage = usage_in_body(result.body)
-        for hook in self.core.hooks.request_ended:  # (`_ended`, inlined: one call a request)
-            try:
-                hook(flow)
-            except Exception:
-                addon_failed(hook)
-
-    def _ended(self, flow: Flow) -> None:
         for hook in self.core.hooks.request_ended:
             try:
                 hook(flow)
