@@ -320,6 +320,12 @@ class Fleet(FleetHealth):
                     await self._connected(store)
                 except _FAULTS as exc:
                     self._unreachable(exc)
+                except Exception as exc:
+                    # Not Redis' fault: a bug here or in the client library. It ends this
+                    # connection, never the task, which would leave status saying "connected"
+                    # for good while nothing reads or writes Redis.
+                    log.debug("fleet: unexpected error in the background task", exc_info=True)
+                    self._unreachable(exc)
                 finally:
                     await store.close()
                 if not self.closing:
@@ -340,14 +346,23 @@ class Fleet(FleetHealth):
         # while status already promised the fleet's answer.
         self._store = store
         self._reachable()
-        tasks = [asyncio.create_task(self._listen(store)),
-                 asyncio.create_task(self._write_loop(store)),
-                 asyncio.create_task(self._round_loop(store)),
-                 asyncio.create_task(self._slot_loop(store))]
+        tasks = [asyncio.create_task(self._listen(store), name="listen"),
+                 asyncio.create_task(self._write_loop(store), name="write"),
+                 asyncio.create_task(self._round_loop(store), name="round"),
+                 asyncio.create_task(self._slot_loop(store), name="slot")]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            # Each loop runs until `closing`; one that ends before it, by a fault or by a
+            # cancellation nobody here asked for (a client library's timeout that leaked one),
+            # ends the connection, which is then made anew: a loop that stopped alone would
+            # leave the instance "connected" without the round that notices Redis is gone.
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if self.closing:
+                return
             for task in done:
+                if task.cancelled():
+                    raise ConnectionError(f"the fleet's {task.get_name()} loop was cancelled")
                 task.result()  # re-raises the fault that ended the connection
+            raise ConnectionError("a fleet loop ended while connected")
         finally:
             self._store = None
             for task in tasks:
