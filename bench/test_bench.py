@@ -197,3 +197,41 @@ def test_the_streams_client_counts_every_delta_and_error(tmp_path: Path) -> None
         assert refused["errors"] == 3 and refused["events"] == 0
     finally:
         fleet.stop_all()
+
+
+def test_served_instructions_reads_self_costs_and_calls_from_a_callgrind_file(
+        tmp_path: Path) -> None:
+    from bench.served_instructions import difference, read_profile
+
+    text = """version: 1
+positions: line
+events: Ir
+ob=(1) /usr/lib/libpython3.11.so.1.0
+fl=(1) /src/Python-3.11.7/Python/ceval.c
+fn=(1) _PyEval_EvalFrameDefault
+10 100
++2 50
+cob=(2) /lib/x86_64-linux-gnu/libc.so.6
+cfi=(2) ???
+cfn=(2) write
+calls=3 0
+* 900
+fn=(1)
+5 25
+ob=(2)
+fl=(2)
+fn=(2)
+0 30
+summary: 205
+"""
+    short, long = tmp_path / "short", tmp_path / "long"
+    short.write_text(text.replace("calls=3", "calls=1").replace("summary: 205", "summary: 5")
+                     .replace("10 100", "10 0").replace("+2 50", "+2 0").replace("5 25", "5 0")
+                     .replace("0 30", "0 5"))
+    long.write_text(text)
+    per = difference(read_profile(short), read_profile(long), 2)
+    assert per.total == 100.0
+    assert per.by_function[("libpython3.11.so.1.0", "_PyEval_EvalFrameDefault")] == 87.5
+    assert per.by_object == {"libpython3.11.so.1.0": 87.5, "libc.so.6": 12.5}
+    assert per.by_source == {"3.11.7/Python/ceval.c": 87.5}
+    assert per.calls[("libc.so.6", "write")] == 1.0
