@@ -230,7 +230,11 @@ class TracesAddon:
         if sent is None:  # ended before sending (claudex's queue, credentials)
             return
         tries: list[tuple[Attempt, Profile, int, int]] = place.setdefault("tries", [])
-        tries.append((attempt, rt.profile, sent, self._now()))
+        # Ended when its answer was read, which for the served one of a whole answer is before
+        # this hook runs (engine/core/hooks.py: it is told after the client has the body).
+        took = attempt.latency_ms
+        ended = self._now() if took is None else sent + int(took * 1_000_000)
+        tries.append((attempt, rt.profile, sent, ended))
 
     def request_ended(self, flow: Flow) -> None:
         place = flow.addon_data(_PLACE)

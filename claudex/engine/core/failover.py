@@ -14,7 +14,7 @@ import itertools
 import json
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from claudex.config.model import Profile
@@ -277,6 +277,15 @@ class Forwarder:
         """The request is over: a whole answer's tokens read from its body (a stream's were
         counted from its events, and a request that raised has no result), then the
         `request_ended` hooks. `answer` says when a whole answer's caller calls this."""
+        later = flow.later
+        if later is not None:  # the served attempt's hooks (hooks.py): the client has its body
+            flow.later = None
+            for hooks, *arguments in later:
+                for hook in hooks:
+                    try:
+                        hook(*arguments)
+                    except Exception:
+                        addon_failed(hook)
         result = flow.result
         if result is not None and result.body is not None and result.status < 400:
             flow.usage = usage_in_body(result.body)
@@ -438,7 +447,9 @@ class Forwarder:
                   retry_after: float | None) -> ForwardResult | None:
         if rule.breaker is BreakerEffect.SUCCESS:
             if not ledger.streaming:  # a committed stream succeeds when it ends
-                ledger.succeed(seen.attempt.status or 200, seen.attempt)
+                # A whole answer's attempt_ended waits for the client to have it (hooks.py).
+                whole = seen.result is not None and seen.result.stream is None
+                ledger.succeed(seen.attempt.status or 200, seen.attempt, later=whole)
         else:
             ledger.conclude(rule, seen.attempt, retry_after, seen.problem)
         if rule.failover:
@@ -500,13 +511,13 @@ class Forwarder:
             return Seen(outcome, ledger.attempt(outcome, None, words))
         ledger.headers_arrived()
         status = resp.status
-        for hook in core.hooks.upstream_headers:
-            try:
-                hook(ledger.flow, rt, status, resp.raw_headers)
-            except Exception:
-                addon_failed(hook)
         oauth = profile.auth_type == "oauth" or profile.token_command is not None
         outcome = classify_status(status, oauth=oauth)
+        if outcome is Outcome.OK and deadlines is None and not exchange.chatgpt:
+            # A whole 2xx: its headers are told once it is known to be the answer served (then
+            # at finish, hooks.py), or at once when it fails over (_answer).
+            return await self._answer(ledger, exchange, resp, status, deadlines, auth)
+        self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
         if outcome is Outcome.OK:
             return await self._answer(ledger, exchange, resp, status, deadlines, auth)
         # Every non-2xx answer is small: read it whole for the message and pass-through.
@@ -531,6 +542,14 @@ class Forwarder:
                     outcome = Outcome.CONTEXT_EXCEEDED
         return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
                      payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
+
+    def _tell_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
+                      headers: Sequence[tuple[bytes, bytes]]) -> None:
+        for hook in self.core.hooks.upstream_headers:
+            try:
+                hook(flow, rt, status, headers)
+            except Exception:
+                addon_failed(hook)
 
     def _learn_context_window(self, rt: ProviderRuntime, exchange: Exchange,
                               stated: int | None) -> None:
@@ -577,7 +596,15 @@ class Forwarder:
             mapped, words = map_transport_error(exc)
             if isinstance(exc, ValueError | RecursionError):  # not JSON we can use
                 mapped, words = Outcome.SERVER_ERROR, "unreadable answer"
+            if not exchange.chatgpt:  # its headers were not told yet (_try): now, it fails over
+                self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
             return Seen(mapped, ledger.attempt(mapped, status, words))
+        told = self.core.hooks.upstream_headers
+        if told and not exchange.chatgpt:
+            flow = ledger.flow
+            if flow.later is None:
+                flow.later = []
+            flow.later.append((told, flow, rt, status, resp.raw_headers))
         headers = passed_headers(resp.raw_headers, translating=exchange.translating)
         headers["content-type"] = "application/json"
         return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=ForwardResult(

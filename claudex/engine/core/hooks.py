@@ -15,6 +15,13 @@ life, calls the addons that implement the hook for that point:
 ``attempt_ended(flow, rt, attempt, rule)``
     one attempt at `rt` is over, and `rule` (engine/core/policy.py) is what its outcome does;
     a skip (breaker open, cooling down...) ends with `rule` None and was never sent.
+
+The served attempt of a whole answer (a 2xx read whole, the client's answer) tells its
+``upstream_headers`` and ``attempt_ended`` later: after the client has the body, just before
+``request_ended`` (`Flow.later`, run by `Forwarder.finish`). The breaker, the gate and the
+trail are settled at once; only what observes waits, so observing adds nothing to the
+client's latency. Every other attempt (a failure, a retry, a stream's) tells them as they
+happen, since what follows may read what they kept.
 ``stream_committed(flow, rt)``
     a stream's first content arrived from `rt`: from here on nothing is retried.
 ``request_ended(flow)``
@@ -57,8 +64,8 @@ class Flow:
     goes (the trail grows, the result and usage come at the end)."""
 
     __slots__ = ("addressed", "all_failed", "cost_basis", "cost_usd", "data", "failed_over",
-                 "ms", "req", "request_id", "result", "started", "started_wall", "trail",
-                 "usage")
+                 "later", "ms", "req", "request_id", "result", "started", "started_wall",
+                 "trail", "usage")
 
     def __init__(self, req: ProxyRequest, started: float, started_wall: float) -> None:
         self.req = req
@@ -79,6 +86,10 @@ class Flow:
         # What addons keep about this request between their hooks, by addon name; None until
         # one needs it (most requests never allocate it).
         self.data: dict[str, Any] | None = None
+        # Hooks of the served attempt of a whole answer, told at `Forwarder.finish`, after the
+        # client has the body: (the hook's methods, *their arguments), in order; None when
+        # there are none.
+        self.later: list[tuple[Any, ...]] | None = None
 
     @property
     def attempts(self) -> list[Attempt]:

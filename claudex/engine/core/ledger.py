@@ -127,10 +127,11 @@ class Ledger:
         self._tell(attempt, retried(rule))
 
     def succeed(self, status: int, attempt: Attempt | None = None, *,
-                record_attempt: bool = True) -> None:
+                record_attempt: bool = True, later: bool = False) -> None:
         """The OK row: a breaker success, timed from the try's start (`sending`; `attempt`: the
         try's, made when its answer was read); a committed stream's (`record_attempt` False: its
-        attempt joined the trail at the commit) when it ends, timed to its end."""
+        attempt joined the trail at the commit) when it ends, timed to its end. `later`: a
+        whole answer's, whose `attempt_ended` is told at the request's finish (`Flow.later`)."""
         rt = self.rt
         assert self._sent_at is not None, "succeed() without a try in progress"
         self._settle()
@@ -145,7 +146,13 @@ class Ledger:
             self.trail.attempts.append(attempt)
         else:
             attempt = self._stream_attempt_ended()
-        self._tell(attempt, OK_RULE)
+        if later:
+            flow = self.flow
+            if flow.later is None:
+                flow.later = []
+            flow.later.append((self.hooks.attempt_ended, flow, self.rt, attempt, OK_RULE))
+        else:
+            self._tell(attempt, OK_RULE)
 
     def conclude(self, rule: Rule, attempt: Attempt, retry_after: float | None = None,
                  problem: str | None = None) -> None:
