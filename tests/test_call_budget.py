@@ -21,8 +21,8 @@ from bench.request_cost import calls_per_request
 from tests.paths import TESTS
 
 BUDGET = {
-    "pass-through": 139,  # Anthropic client -> Anthropic provider, JSON answer
-    "translated": 173,    # Anthropic client -> OpenAI-compatible provider, JSON answer
+    "pass-through": 137,  # Anthropic client -> Anthropic provider, JSON answer
+    "translated": 171,    # Anthropic client -> OpenAI-compatible provider, JSON answer
 }
 BASELINE = TESTS / "call_budget.json"
 REQUESTS = 200

@@ -41,7 +41,7 @@ from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.gate import GatedResponse
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
-from claudex.engine.core.policy import POLICY, BreakerEffect, Local, Rule
+from claudex.engine.core.policy import OK_RULE, POLICY, BreakerEffect, Local, Rule
 from claudex.engine.core.pools import PoolTurn
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.retries import Retries
@@ -432,6 +432,8 @@ class Forwarder:
         while True:
             seen = await self._try(ledger, exchange, tries)
             rule = POLICY[seen.key]
+            if rule is OK_RULE:  # the usual try: nothing to retry, no coroutine to ask
+                return self._conclude(rule, ledger, exchange, seen, None)
             step = await self._retries[rule.retry](ledger, exchange, seen, tries)
             if step.again:
                 ledger.note(seen.attempt, rule)
@@ -475,15 +477,17 @@ class Forwarder:
             except Exception as exc:  # a claudex bug, not the provider's fault
                 return Seen(Local.TRANSLATION_ERROR, ledger.attempt(
                     Local.TRANSLATION_ERROR, None, str(exc)[:200]))
-        try:
-            auth = await rt.credentials.auth_headers()
-        except CredentialError as exc:
-            return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None, str(exc)),
-                         problem=exc.reason)
+        auth = rt.credentials.headers_now()  # the usual request: nothing to load, no await
+        if auth is False:
+            try:
+                auth = await rt.credentials.auth_headers()
+            except CredentialError as exc:
+                return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None,
+                                                              str(exc)), problem=exc.reason)
         if rt.health.credentials_problem is not None:
             rt.health.credentials_problem = None
         # claudex's own queue (engine/core/gate.py): waiting here is never the provider's fault.
-        if not await rt.gate.acquire(profile.queue_timeout):
+        if not rt.gate.take_now() and not await rt.gate.acquire(profile.queue_timeout):
             return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
                                                           _queue_full(rt)))
         started = core.clock()

@@ -72,6 +72,14 @@ class ProviderGate:
     def _has_room(self) -> bool:
         return self.in_flight < self.max_connections and self.limit.allows(self.in_flight)
 
+    def take_now(self) -> bool:
+        """A slot at once when there is room and nobody waits (the usual request: no
+        coroutine); False when the caller must `acquire` (wait in line)."""
+        if not self._waiters and self._has_room():
+            self.in_flight += 1
+            return True
+        return False
+
     async def acquire(self, patience: float) -> bool:
         """Take a slot, waiting up to `patience` seconds in line; False when the wait ran
         out."""

@@ -33,7 +33,7 @@ import os
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 
@@ -126,6 +126,8 @@ class Credentials:
         # One load or refresh at a time; concurrent 401s wait here and then see its result.
         self._lock = asyncio.Lock()
         self._token: OAuthToken | None = None
+        # The headers made for the current token (`headers_now`): the same on every request.
+        self._made: tuple[OAuthToken, AuthHeaders] | None = None
         self._generation = 0  # counts finished refresh_after_401 runs
         self._gave_up: _GaveUp | None = None
         self._status: str | None = None
@@ -149,6 +151,21 @@ class Credentials:
         """The caller saw the current token work."""
         self._status = None
         self._needs_login = None
+
+    def headers_now(self) -> AuthHeaders | Literal[False] | None:
+        """`auth_headers` without waiting, when no token is to be loaded or refreshed first
+        (nearly every request: no coroutine, and the headers made once per token); False when
+        one is (then await `auth_headers`)."""
+        if self._kind == "passthrough":
+            return None
+        token = self._token
+        if token is None or self._wants_early_refresh(token):
+            return False
+        made = self._made
+        if made is None or made[0] is not token:
+            made = self._made = (token, headers_for(self._profile, self._kind, token,
+                                                    self._beta))
+        return made[1]
 
     async def auth_headers(self) -> AuthHeaders | None:
         """Headers for the upstream request; raises `CredentialError` if the source is unusable."""
