@@ -4,7 +4,7 @@ bare forwarder (bench/reference_proxy.py) side by side, with the C functions and
 
     python -m bench.served_instructions [--requests 1000] [--connections 8] [--body small|20k]
                                         [--only claudex|reference] [--top 30] [--json]
-                                        [--calls] [--keep DIR]
+                                        [--variants] [--calls] [--keep DIR]
 
 bench/instructions.py counts claudex in-process (its transport answering from memory, no
 sockets); this counts the whole server process as `make bench` runs it: the bench upstream
@@ -24,6 +24,8 @@ Rows: the total and each thread's (the event loop's, the journal writer's); self
 by shared object, by libpython's source file (ceval.c: bytecode run; gcmodule.c: the collector;
 obmalloc.c: allocation) and by C function; and libc's system-call wrappers, as calls per
 request. `--keep DIR` leaves the callgrind files there for `callgrind_annotate --tree=caller`.
+`--variants` adds two claudex rows: without the journal, and the core alone (no addon, no
+journal; both taken off after the engine starts, as bench/instructions.py does in-process).
 `--calls` runs the same two runs natively under cProfile instead (seconds, not minutes) and
 counts Python function calls per request on the event loop's thread by package, a built-in's
 counted as its caller's package's: what claudex asks of uvicorn and aiohttp, beside what the
@@ -31,8 +33,8 @@ forwarder asks (both deterministic; two runs agree exactly but for the collector
 
 What it cannot see: the kernel (a syscall is its libc wrapper's few instructions; the calls
 column counts them), cache misses, and time: the journal's writer flushes every 0.5 s of wall
-time, and under valgrind that is ~50x more requests a batch than natively, so its per-batch
-cost shows smaller here than it is at full speed.
+time, and under valgrind a batch holds ~50x fewer requests than natively, so its per-batch
+cost (the transaction, the minute sums' upserts) weighs more a request here than at full speed.
 
 Needs valgrind (Debian's `valgrind`); each proxy takes two to three minutes. Not part of
 `make bench` or `make test`.
@@ -326,7 +328,29 @@ def _load(port: int, body: bytes, count: int, connections: int) -> None:
         raise RuntimeError(f"requests failed: {failures[:3]}")
 
 
+def _variant_child(variant: str, args: list[str]) -> int:
+    """`claudex serve` with its addons or its journal taken off after the engine starts, as
+    bench/instructions.py does in-process: `core` (no addon, no journal), `no-journal`."""
+    from claudex.cli import main as cli
+    from claudex.engine.engine import Engine
+
+    start = Engine.start
+
+    async def started(self: Engine, *, health: bool | None = None) -> None:
+        await start(self, health=health)
+        if variant == "core":
+            self.hooks.set([])
+        if self.journal is not None:
+            self.events.sinks.remove(self.journal.record)
+
+    Engine.start = started  # type: ignore[method-assign]
+    return int(cli(args) or 0)
+
+
 def _argv(target: str, ports: Ports, config: Path) -> list[str]:
+    if target in ("claudex:core", "claudex:no-journal"):
+        return ["-m", "bench.served_instructions", "--variant-child", target.split(":")[1],
+                "--config", str(config), "serve"]
     if target == "claudex":
         return ["-m", "claudex.cli", "--config", str(config), "serve"]
     return ["-m", "bench.reference_proxy", "--port", str(ports.reference),
@@ -335,8 +359,9 @@ def _argv(target: str, ports: Ports, config: Path) -> list[str]:
 
 def _run(target: str, count: int, *, ports: Ports, config: Path, body: bytes,
          connections: int, work: Path, calls: bool) -> Profile | CallCounts:
-    out = work / f"{'cprofile' if calls else 'callgrind'}-{target}-{count}.out"
-    state = work / f"state-{target}-{count}"  # a fresh journal each run: seeding is equal
+    label = target.replace(":", "-")
+    out = work / f"{'cprofile' if calls else 'callgrind'}-{label}-{count}.out"
+    state = work / f"state-{label}-{count}"  # a fresh journal each run: seeding is equal
     if calls:
         argv = [sys.executable, "-m", "bench.served_instructions", "--child", str(out),
                 *_argv(target, ports, config)[1:]]
@@ -344,9 +369,9 @@ def _run(target: str, count: int, *, ports: Ports, config: Path, body: bytes,
         argv = ["valgrind", "--tool=callgrind", "--separate-threads=yes",
                 f"--callgrind-out-file={out}", sys.executable, *_argv(target, ports, config)]
     test_cores, _ = procs.cpu_sets()
-    proc = procs.spawn(f"{target}-{count}", argv, cores=test_cores, log_dir=work,
+    proc = procs.spawn(f"{label}-{count}", argv, cores=test_cores, log_dir=work,
                        env={KEY_ENV: KEY, "XDG_STATE_HOME": str(state)})
-    port = ports.claudex if target == "claudex" else ports.reference
+    port = ports.claudex if target.startswith("claudex") else ports.reference
     try:
         _wait_listening(port, proc.popen, 300.0)
         _load(port, body, count, connections)
@@ -463,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--child"]:
         _profiled_child(argv[1], argv[2], argv[3:])
         return 0
+    if argv[:1] == ["--variant-child"]:
+        return _variant_child(argv[1], argv[2:])
     parser = argparse.ArgumentParser(prog="python -m bench.served_instructions")
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--connections", type=int, default=8)
@@ -470,6 +497,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="small: the throughput rows' body (the default); 20k: Claude "
                              "Code's shape at 20 KB (bench/bodies.py)")
     parser.add_argument("--only", choices=("claudex", "reference"))
+    parser.add_argument("--variants", action="store_true",
+                        help="claudex also without its journal, and without any addon")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--calls", action="store_true",
                         help="count Python function calls (cProfile, no valgrind) instead")
@@ -488,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
 
         body = claude_code_body(20_000)
     targets = [args.only] if args.only else ["claudex", "reference"]
+    if args.variants:
+        targets[1:1] = ["claudex:no-journal", "claudex:core"]
     results = measure(targets, args.requests, args.connections, body, args.calls, args.keep)
     if args.calls:
         print(json.dumps(results) if args.json else calls_report(results, args.top))
