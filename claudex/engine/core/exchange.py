@@ -33,7 +33,6 @@ from claudex.engine.credentials.auth_headers import AuthHeaders
 from claudex.providers import anthropic, fastjson, openai, responses
 from claudex.providers import translate as tr
 from claudex.providers.thinking import make_portable
-from claudex.providers.translate import from_responses, to_responses
 from claudex.providers.usage_chunks import asked_for_usage
 from claudex.providers.validation import InvalidRequest, Problem
 
@@ -205,6 +204,8 @@ class Exchange:
 
     def _responses_body(self) -> bytes:
         """An Anthropic or Chat request for a Responses provider (`to_responses`)."""
+        from claudex.providers.translate import to_responses  # the Responses path only
+
         req, profile = self.req, self.profile
         convert = (to_responses.anthropic_to_responses_request if self.client == "anthropic"
                    else to_responses.chat_to_responses_request)
@@ -270,6 +271,8 @@ class Exchange:
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def _responses_answer(self, payload: bytes) -> bytes:
+        from claudex.providers.translate import from_responses  # the Responses path only
+
         # Collected from the stream when the upstream streamed for a client that did not
         # (unless it answered with JSON after all).
         streamed = self.upstream_streams and not payload.lstrip().startswith(b"{")
@@ -296,6 +299,8 @@ class Exchange:
             return Relay(anthropic.tail_scanner(),
                           memory.tap(self.profile.name) if memory is not None else None)
         listener = stream_listener(self._reasoning, self.profile.name)
+        if self.upstream == "responses":
+            from claudex.providers.translate import from_responses  # the Responses path only
         if self.upstream == "responses" and self.client == "anthropic":
             return from_responses.ResponsesToAnthropicStream(
                 tool_names=self._tool_names, model=self.model, on_item=listener)
@@ -381,6 +386,8 @@ class Exchange:
         """A Responses provider's answer for a Responses client: as it came, or collected from
         the stream the ChatGPT backend sent for a client that asked for JSON. Its encrypted
         reasoning is remembered as this provider's."""
+        from claudex.providers.translate import from_responses  # the Responses path only
+
         collected = self.upstream_streams and not self.req.stream
         body = from_responses.collect_stream(payload) if collected else None
         memory = self.signatures
