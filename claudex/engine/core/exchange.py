@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
@@ -73,7 +74,9 @@ class Exchange:
             profile.base_url, profile.oauth_provider)
         self.upstream_streams = req.stream or self.chatgpt
         self.addressed = addressed
-        self.model = map_model(profile, req.model, addressed, aliases, client=req.protocol)
+        model = map_model(profile, req.model, addressed, aliases, client=req.protocol)
+        # Interned: the attempt keeps it, and the event bus's backlog keeps 2,000 attempts.
+        self.model = None if model is None else sys.intern(model)
         # The profile's `max_tokens`, or a lower limit the provider stated in a 400.
         self.max_tokens_cap = max_tokens_cap
         self._tool_names = tr.ToolNameMap()

@@ -171,7 +171,10 @@ class RequestFacts(Protocol):
     status: int
     ms: float
     stream: bool
-    attempts: list[Attempt]
+
+    @property
+    def attempts(self) -> list[Attempt]: ...
+
     dropped: tuple[str, ...]
     usage: Usage | None
     request_id: str
