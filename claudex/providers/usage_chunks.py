@@ -56,7 +56,9 @@ class HiddenUsage:
 
     @staticmethod
     def _clean(data: bytes) -> bytes:
-        if not data or _MARKER not in data:
+        # `find`, not `in`: on Python 3.11 `in` first tries the marker as a byte value and
+        # formats a TypeError it drops (claudex/providers/signature_scan.py); once a chunk.
+        if not data or data.find(_MARKER) < 0:
             return data
         for null in _NULLS:
             data = data.replace(null, b"")
