@@ -34,6 +34,7 @@ from claudex.engine.addons.windows import WindowsAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
 from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
 from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.control_http import control_client
 from claudex.engine.core.bindings import Bindings
 from claudex.engine.core.failover import Forwarder
 from claudex.engine.core.hooks import Hooks
@@ -112,7 +113,7 @@ class Engine:
         self.signatures = SignatureMemory()  # who signed which thinking block we relayed
         self.started_at = wall()
         self._own_http = http is None
-        self.http = http or httpx.AsyncClient(follow_redirects=False)
+        self.http = http or control_client()  # its TLS certificates read at first use
         # `[fleet]` (engine/fleet/): None unless a redis_url is set, and then only a listener
         # beside the breakers; applies from start, not on reload.
         self.fleet: Fleet | None = None
