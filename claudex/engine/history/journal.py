@@ -69,6 +69,7 @@ from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
 from claudex.engine.header_policy import shown_headers
+from claudex.engine.secrets import SCRUBBER
 from claudex.providers.windows import Described, RawHeaders, Window, described_windows
 
 log = logging.getLogger("claudex.history")
@@ -202,7 +203,7 @@ def _facts_row(r: RequestFacts) -> tuple[Any, ...]:
             usage.input_tokens if usage is not None else None,
             usage.output_tokens if usage is not None else None,
             usage.cache_read_tokens if usage is not None else None,
-            r.request_id or None, r.route or None, _headers_json(shown_headers(r.headers)),
+            r.request_id or None, r.route or None, _client_headers_json(r.headers),
             usage.cache_write_tokens if usage is not None else None, r.cost_usd, r.cost_basis,
             r.routed, None if r.windows is None or not r.plan else _windows_json(r.windows))
 
@@ -244,6 +245,25 @@ def _headers_json(shown: dict[str, str]) -> str:
         _HEADERS_JSON.clear()
     text = orjson.dumps(shown).decode()
     _HEADERS_JSON[id(shown)] = (shown, text)
+    return text
+
+
+_CLIENT_HEADERS_JSON: dict[int, tuple[Mapping[str, str], int, str]] = {}
+
+
+def _client_headers_json(headers: Mapping[str, str]) -> str:
+    """The JSON of what is shown of a client's `headers`, remembered by the mapping's identity
+    while no secret is registered: request records share one mapping per distinct header set
+    (engine/addons/request_report.py), so a row skips `shown_headers`' key tuple, its hash and
+    its comparison. Only the writer thread calls this."""
+    generation = SCRUBBER.generation
+    known = _CLIENT_HEADERS_JSON.get(id(headers))
+    if known is not None and known[0] is headers and known[1] == generation:
+        return known[2]
+    if len(_CLIENT_HEADERS_JSON) >= 256:
+        _CLIENT_HEADERS_JSON.clear()
+    text = _headers_json(shown_headers(headers))
+    _CLIENT_HEADERS_JSON[id(headers)] = (headers, generation, text)
     return text
 
 
