@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from claudex.server.one_write import OneWriteHttpToolsProtocol
 from claudex.server.security import ASGIApp
 
 
@@ -59,7 +60,8 @@ def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 
     config = uvicorn.Config(
         app,
         loop=loop,
-        http="httptools",
+        # uvicorn's httptools protocol, whose whole answers leave in one write (one_write.py).
+        http=OneWriteHttpToolsProtocol,
         # No route of claudex is a WebSocket: "auto" would import a WebSocket implementation
         # (~1 MB of memory) to answer upgrades nothing serves.
         ws="none",
