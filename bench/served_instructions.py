@@ -34,7 +34,9 @@ forwarder asks (both deterministic; two runs agree exactly but for the collector
 What it cannot see: the kernel (a syscall is its libc wrapper's few instructions; the calls
 column counts them), cache misses, and time: the journal's writer flushes every 0.5 s of wall
 time, and under valgrind a batch holds ~50x fewer requests than natively, so its per-batch
-cost (the transaction, the minute sums' upserts) weighs more a request here than at full speed.
+cost (the transaction, the minute sums' upserts) weighs more a request here than at full speed,
+and the writer's total moves by ±3,000 a request between runs (a run's wall time follows the
+machine's load): judge a change to it by its functions (`--keep`), not by the thread's total.
 
 Needs valgrind (Debian's `valgrind`); each proxy takes two to three minutes. Not part of
 `make bench` or `make test`.
