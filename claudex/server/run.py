@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from claudex.server.one_write import OneWriteHttpToolsProtocol
 from claudex.server.security import ASGIApp
 
 
@@ -60,8 +59,7 @@ def make_server(app: ASGIApp, *, loop: str = "asyncio", graceful_seconds: int = 
     config = uvicorn.Config(
         app,
         loop=loop,
-        # uvicorn's httptools protocol, whose whole answers leave in one write (one_write.py).
-        http=OneWriteHttpToolsProtocol,
+        http="httptools",
         # No route of claudex is a WebSocket: "auto" would import a WebSocket implementation
         # (~1 MB of memory) to answer upgrades nothing serves.
         ws="none",
