@@ -326,6 +326,13 @@ class Fleet(FleetHealth):
                     # for good while nothing reads or writes Redis.
                     log.debug("fleet: unexpected error in the background task", exc_info=True)
                     self._unreachable(exc)
+                except asyncio.CancelledError:
+                    task = asyncio.current_task()
+                    if self.closing or task is None or task.cancelling():
+                        raise  # this task is being stopped
+                    # A cancellation nobody asked of this task (a client library's timeout
+                    # that leaked one): the connection's end, as above.
+                    self._unreachable(ConnectionError("a Redis call was cancelled"))
                 finally:
                     await store.close()
                 if not self.closing:

@@ -66,6 +66,29 @@ async def test_a_bug_while_connected_ends_the_connection_not_the_fleet(
     await until(lambda: fleet.redis == "unreachable", "Redis killed is noticed")
 
 
+async def test_a_leaked_cancellation_ends_the_connection_not_the_fleet(
+    fleet: Fleet, redis: RedisServer, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CancelledError that is not this task being stopped (raised where the connection's
+    first round runs, outside its loops)."""
+    real_round = fleet._round
+    leaked = []
+
+    async def round_that_leaks(store: FleetStore) -> None:
+        task = asyncio.current_task()
+        if not leaked and task is not None and task.get_name() == "claudex-fleet":
+            leaked.append(True)  # a connection's first round, not the round loop's
+            raise asyncio.CancelledError
+        await real_round(store)
+
+    monkeypatch.setattr(fleet, "_round", round_that_leaks)
+    await redis.restart()  # the next connection starts with the round above
+    await until(lambda: bool(leaked) and fleet.redis == "connected", "connected again")
+    assert fleet._task is not None and not fleet._task.done()
+    await redis.kill()
+    await until(lambda: fleet.redis == "unreachable", "Redis killed is noticed")
+
+
 async def test_a_loop_cancelled_by_someone_else_is_started_again(
     fleet: Fleet, redis: RedisServer,
 ) -> None:
