@@ -83,11 +83,11 @@ class Proc:
                 return int(line.split()[1]) / 1024
         raise RuntimeError(f"{self.name}: no VmRSS")
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10.0) -> None:
         if self.alive():
             self.popen.send_signal(signal.SIGTERM)
             try:
-                self.popen.wait(timeout=10)
+                self.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.popen.kill()
                 self.popen.wait()

@@ -378,12 +378,7 @@ def _run(target: str, count: int, *, ports: Ports, config: Path, body: bytes,
         _wait_listening(port, proc.popen, 300.0)
         _load(port, body, count, connections)
     finally:
-        proc.popen.send_signal(signal.SIGTERM)
-        try:
-            proc.popen.wait(timeout=300)
-        except subprocess.TimeoutExpired:
-            proc.popen.kill()
-            proc.popen.wait()
+        proc.stop(timeout=300)  # a process under valgrind takes its time to finish
     if calls:
         return read_calls(out)
     files = sorted(work.glob(f"{out.name}-*"))  # one a thread: -01 is the main thread
