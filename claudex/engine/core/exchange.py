@@ -207,11 +207,9 @@ class Exchange:
 
     def _responses_body(self) -> bytes:
         """An Anthropic or Chat request for a Responses provider (`to_responses`)."""
-        from claudex.providers.translate import to_responses  # the Responses path only
-
         req, profile = self.req, self.profile
-        convert = (to_responses.anthropic_to_responses_request if self.client == "anthropic"
-                   else to_responses.chat_to_responses_request)
+        convert = (tr.to_responses.anthropic_to_responses_request if self.client == "anthropic"
+                   else tr.to_responses.chat_to_responses_request)
         translated = convert(req.body, model=self.model, max_tokens_cap=self.max_tokens_cap,
                              chatgpt=self.chatgpt)
         self._tool_names = translated.tool_names
@@ -274,17 +272,15 @@ class Exchange:
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def _responses_answer(self, payload: bytes) -> bytes:
-        from claudex.providers.translate import from_responses  # the Responses path only
-
         # Collected from the stream when the upstream streamed for a client that did not
         # (unless it answered with JSON after all).
         streamed = self.upstream_streams and not payload.lstrip().startswith(b"{")
-        body = from_responses.collect_stream(payload) if streamed else fastjson.loads(payload)
+        body = tr.from_responses.collect_stream(payload) if streamed else fastjson.loads(payload)
         if not isinstance(body, dict):
             raise ValueError("upstream answer is not a JSON object")
         remember_output(self._reasoning, self.profile.name, body.get("output"))
-        convert = (from_responses.responses_to_anthropic_response if self.client == "anthropic"
-                   else from_responses.responses_to_chat_response)
+        convert = (tr.from_responses.responses_to_anthropic_response if self.client == "anthropic"
+                   else tr.from_responses.responses_to_chat_response)
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def error_answer(self, status: int, payload: bytes) -> tuple[int, bytes]:
@@ -302,15 +298,13 @@ class Exchange:
             return Relay(anthropic.tail_scanner(),
                           memory.tap(self.profile.name) if memory is not None else None)
         listener = stream_listener(self._reasoning, self.profile.name)
-        if self.upstream == "responses":
-            from claudex.providers.translate import from_responses  # the Responses path only
         if self.upstream == "responses" and self.client == "anthropic":
-            return from_responses.ResponsesToAnthropicStream(
+            return tr.from_responses.ResponsesToAnthropicStream(
                 tool_names=self._tool_names, model=self.model, on_item=listener)
         # A Chat client always gets the usage chunk from a translator: the engine counts it,
         # and the server takes it out for a client that did not ask (`usage_chunks`).
         if self.upstream == "responses":
-            return from_responses.ResponsesToChatStream(
+            return tr.from_responses.ResponsesToChatStream(
                 tool_names=self._tool_names, model=self.model, include_usage=True,
                 on_item=listener)
         if self.client == "anthropic":
@@ -389,10 +383,8 @@ class Exchange:
         """A Responses provider's answer for a Responses client: as it came, or collected from
         the stream the ChatGPT backend sent for a client that asked for JSON. Its encrypted
         reasoning is remembered as this provider's."""
-        from claudex.providers.translate import from_responses  # the Responses path only
-
         collected = self.upstream_streams and not self.req.stream
-        body = from_responses.collect_stream(payload) if collected else None
+        body = tr.from_responses.collect_stream(payload) if collected else None
         memory = self.signatures
         if memory is not None and (body is not None or b"encrypted_content" in payload):
             for blob in tr.encrypted_in_answer(body if body is not None else

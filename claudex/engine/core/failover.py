@@ -517,13 +517,14 @@ class Forwarder:
         status = resp.status
         oauth = profile.auth_type == "oauth" or profile.token_command is not None
         outcome = classify_status(status, oauth=oauth)
-        if outcome is Outcome.OK and deadlines is None and not exchange.chatgpt:
-            # A whole 2xx: its headers are told once it is known to be the answer served (then
-            # at finish, hooks.py), or at once when it fails over (_answer).
-            return await self._answer(ledger, exchange, resp, status, deadlines, auth)
-        self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
+        # A whole 2xx tells its headers once it is known to be the answer served (then at
+        # finish, hooks.py) or to fail over (_answer); every other answer tells them now.
+        whole = outcome is Outcome.OK and deadlines is None and not exchange.chatgpt
+        if not whole:
+            self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
         if outcome is Outcome.OK:
-            return await self._answer(ledger, exchange, resp, status, deadlines, auth)
+            return await self._answer(ledger, exchange, resp, status, deadlines, auth,
+                                      headers_told=not whole)
         # Every non-2xx answer is small: read it whole for the message and pass-through.
         try:
             payload = await resp.read()
@@ -579,7 +580,7 @@ class Forwarder:
 
     async def _answer(self, ledger: Ledger, exchange: Exchange, resp: GatedResponse,
                       status: int, deadlines: StreamDeadlines | None,
-                      auth: AuthHeaders | None) -> Seen:
+                      auth: AuthHeaders | None, *, headers_told: bool) -> Seen:
         """A 2xx: the stream up to its commit, or the whole answer; or why it failed."""
         rt = ledger.rt
         if deadlines is not None:
@@ -600,15 +601,15 @@ class Forwarder:
             mapped, words = map_transport_error(exc)
             if isinstance(exc, ValueError | RecursionError):  # not JSON we can use
                 mapped, words = Outcome.SERVER_ERROR, "unreadable answer"
-            if not exchange.chatgpt:  # its headers were not told yet (_try): now, it fails over
+            if not headers_told:  # it fails over: told now (_try)
                 self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
             return Seen(mapped, ledger.attempt(mapped, status, words))
-        told = self.core.hooks.upstream_headers
-        if told and not exchange.chatgpt:
+        hooks = self.core.hooks.upstream_headers
+        if hooks and not headers_told:  # the answer served: told at finish (as Ledger.succeed)
             flow = ledger.flow
             if flow.later is None:
                 flow.later = []
-            flow.later.append((told, flow, rt, status, resp.raw_headers))
+            flow.later.append((hooks, flow, rt, status, resp.raw_headers))
         headers = passed_headers(resp.raw_headers, translating=exchange.translating)
         headers["content-type"] = "application/json"
         return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=ForwardResult(

@@ -18,6 +18,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    # Submodules the engine reaches as `tr.from_responses`, `tr.to_responses` (loaded at use).
+    from claudex.providers.translate import from_responses as from_responses
+    from claudex.providers.translate import to_responses as to_responses
     from claudex.providers.translate.errors import translate_error
     from claudex.providers.translate.models import (
         anthropic_models_to_openai,
