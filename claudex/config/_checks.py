@@ -118,6 +118,15 @@ def _fraction(value: object) -> float:
     return number
 
 
+def _slow_factor(value: object) -> float:
+    """How many times its usual p95 makes a provider slow: 0 (off), or 1.5 and more (below
+    that, ordinary jitter would turn providers yellow)."""
+    number: float = _number(minimum=0)(value)
+    if 0 < number < 1.5:
+        raise _Bad(f"must be 0 (off) or at least 1.5 (times the usual p95), not {number:g}")
+    return number
+
+
 def _number(*, minimum: float | None = None, above: float | None = None) -> Checker:
     """A float; TOML integers are accepted (`30` means 30.0), booleans are not."""
 
@@ -351,6 +360,9 @@ _HEALTH_KEYS: Mapping[str, Checker] = {
     "interval_seconds": _number(above=0),
     "timeout_seconds": _number(above=0),
     "degraded_latency_ms": _number(above=0),
+    "slow_factor": _slow_factor,
+    "slow_min_samples": _integer(1),
+    "avoid_slow": _boolean,
 }
 _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "name": _profile_name,

@@ -302,4 +302,6 @@ def event_colour(event: Event) -> str | None:
         return "red"
     if event.kind in ("cooldown", "limit"):
         return "yellow"
+    if event.kind == "slow":  # turned slow, or no longer is
+        return "yellow" if event.data.get("slow") else "green"
     return None

@@ -23,8 +23,9 @@ from typing import Any, Literal, Protocol
 # "link": an attached console's own news (the engine stopped answering, answers again).
 # "trip": an operator changed the terms of a trip already in force (no breaker transition).
 # "window": a plan's quota window is spent until its reset (issue 22).
+# "slow": a provider's real traffic turned slow against its baseline, or is no longer (issue 30).
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
-                    "limit", "link", "trip", "window"]
+                    "limit", "link", "trip", "window", "slow"]
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from claudex.engine.breaker.trips import trip_words
 from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
 from claudex.engine.credentials.cache import Credentials
+from claudex.engine.slowness import Slowness
 from claudex.providers.windows import RawHeaders, Window, clock_text, read_windows, window_words
 
 Color = Literal["green", "yellow", "red"]
@@ -56,6 +57,9 @@ class ProviderRuntime:
     # The latest answer's quota headers wait in `window_headers` until `windows` is read.
     _windows: tuple[Window, ...] = ()
     window_headers: tuple[float, RawHeaders] | None = None
+    # Real traffic's latency against its own baseline (engine/slowness.py, issue 30): judged
+    # every few seconds by the engine's slow watch, never on the request path.
+    slowness: Slowness = field(default_factory=Slowness)
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
     gate: ProviderGate = field(init=False)
     budget: RetryBudget = field(init=False)
@@ -181,6 +185,9 @@ class ProviderRuntime:
         limited = self.gate.limit.snapshot(now)
         if limited.limit is not None and limited.reason is not None:
             return "yellow", f"{limited.reason}: {limited.limit} at once"
+        slow = self.slowness.verdict
+        if slow is not None:
+            return "yellow", slow.words()
         if health.probe_failures == 1:
             return "yellow", "last probe failed"
         if (
@@ -236,6 +243,10 @@ class ProviderRuntime:
                 "probe_unsupported": self.health.unsupported,
                 "auth": self.credentials.status
                 or ("failing" if self.health.auth_failing else "ok"),
+                # Slow from real traffic (None when it is not): the measure, its recent p95,
+                # its usual one, and since when (epoch s).
+                "slow": None if (slow := self.slowness.verdict) is None else slow.to_json(),
+                "latency_baseline": self.slowness.baselines_json(),
             },
             "cooldown_s": round(max(0.0, self.cooldown_until - now), 3),
             # The plan's quota windows as the last answer described them, and a spent one's
