@@ -51,6 +51,8 @@ from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 from claudex.engine.secrets import SCRUBBER, config_secrets
+from claudex.engine.slow_watch import SlowWatch
+from claudex.engine.slowness import EVAL_S as SLOW_EVAL_S
 
 if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
     from claudex.engine.addons.traces import TracesAddon
@@ -77,12 +79,15 @@ class Engine:
         journal: Journal | None = None,
         router_timeout: float = ROUTER_TIMEOUT_S,
         prices_apart: bool = False,
+        judge_slowness_every: float | None = SLOW_EVAL_S,
     ) -> None:
         """`journal`: where request summaries and events are kept across restarts (serve and
         the hosting console pass one from `[history]`; tests and the demo none).
         `router_timeout`: how long `[router]`'s classifier may take (DESIGN.md: 2 s).
         `prices_apart`: the config's models priced at start by a child process, so that this
-        one does not import genai-prices for them (`claudex serve`: addons/price_sheet.py)."""
+        one does not import genai-prices for them (`claudex serve`: addons/price_sheet.py).
+        `judge_slowness_every`: seconds between the slow watch's rounds (engine/slowness.py),
+        in real time; None: no rounds of its own (a test calls `slow.judge_all` itself)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -138,10 +143,16 @@ class Engine:
         self.bindings = Bindings(clock)
         self.pools: PoolBalancer | None = None
         self.pool_shares: PoolsAddon | None = None
+        # Slow is yellow (engine/slowness.py): judged off the request path every few seconds;
+        # with `[health] avoid_slow` the core and the pools read `slow.avoided`.
+        self.slow = SlowWatch(lambda: self.runtimes, lambda: self.config.health, wall,
+                              self.events.publish)
         self._set_pools(config)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
+        self._slow_task: asyncio.Task[None] | None = None
+        self._slow_every = judge_slowness_every
         # Reading the journal into the panels' counters at start (engine/history/seed.py).
         self.seeding: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
@@ -177,7 +188,7 @@ class Engine:
             return
         shared = self.fleet.bindings if self.fleet is not None else None
         self.pools = PoolBalancer(lambda: self.runtimes, self.clock, self.wall, self.bindings,
-                                  shared)
+                                  shared, slow=self.slow)
         if shared is not None:  # another instance's binding, into ours
             shared.apply = self.pools.apply_shared
         self.pool_shares = PoolsAddon()
@@ -295,6 +306,9 @@ class Engine:
         if run_health and self._health_task is None:
             self._health_task = asyncio.create_task(self.health.run_forever(),
                                                     name="claudex-health")
+        if self._slow_task is None and self._slow_every is not None:
+            self._slow_task = asyncio.create_task(  # real time: it judges real traffic
+                self.slow.run_forever(asyncio.sleep, self._slow_every), name="claudex-slow")
         if self.fleet is not None:
             self.fleet.start()
 
@@ -312,13 +326,14 @@ class Engine:
             self.seeding.cancel()
         if self.fleet is not None:
             await self.fleet.close()
-        if self._health_task is not None:
-            self._health_task.cancel()
-            try:
-                await self._health_task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._health_task = None
+        for task in (self._health_task, self._slow_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except (asyncio.CancelledError, Exception):
+                    pass
+        self._health_task = self._slow_task = None
         await self.transport.close()
         if self._own_http:
             await self.http.aclose()

@@ -44,7 +44,10 @@ class SlowWatch:
         self._settings = settings
         self._wall = wall
         self._publish = publish
-        self.names: frozenset[str] = frozenset()  # slow now (the core reads it)
+        self.names: frozenset[str] = frozenset()  # slow now
+        # What the forwarding core and the pools steer new conversations away from: the slow
+        # ones when `[health] avoid_slow` is on, else nothing (one empty-set test per request).
+        self.avoided: frozenset[str] = frozenset()
         self._failed = False
 
     def judge_all(self, now: float | None = None) -> None:
@@ -62,6 +65,7 @@ class SlowWatch:
             if rt.slowness.verdict is not None:
                 slow.add(name)
         self.names = frozenset(slow)
+        self.avoided = self.names if settings.avoid_slow else frozenset()
 
     def _tell(self, rt: ProviderRuntime, change: Change, before: SlowVerdict | None,
               seen: tuple[Reading, Reading]) -> None:
@@ -85,9 +89,9 @@ class SlowWatch:
         self._publish(Event("slow", words, rt.name, data))
         log.info("%s", words)
 
-    async def run_forever(self, sleep: Sleep) -> None:
+    async def run_forever(self, sleep: Sleep, every: float = EVAL_S) -> None:
         while True:
-            await sleep(EVAL_S)
+            await sleep(every)
             try:
                 self.judge_all()
             except Exception:  # a bug must not end the watch: said once, judged again next time

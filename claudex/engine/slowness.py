@@ -35,7 +35,7 @@ from typing import Any, Final, Literal
 Measure = Literal["first_content", "duration"]
 MEASURES: Final[tuple[Measure, ...]] = ("first_content", "duration")
 MEASURE_WORDS: Final[dict[Measure, str]] = {"first_content": "first content",
-                                            "duration": "answers"}
+                                            "duration": "whole answers"}
 
 EVAL_S: Final = 5.0              # how often the watch judges every provider
 FLOOR_MS: Final = 500.0          # a recent p95 under this is never slow
@@ -48,10 +48,12 @@ Change = Literal["slow", "recovered", "lapsed"]
 
 
 def seconds_text(ms: float) -> str:
-    """`8.1 s`, `0.9 s`, `450 ms`: a p95 in the words of the verdict."""
-    if ms < 1000.0:
+    """`8.1 s`, `0.9 s`, `0.45 s`, `12 ms`: a p95 in the words of the verdict."""
+    if ms < 100.0:
         return f"{ms:.0f} ms"
     seconds = ms / 1000.0
+    if seconds < 1.0:
+        return f"{seconds:.2f}".rstrip("0") + " s"
     return f"{seconds:.1f} s" if seconds < 100.0 else f"{seconds:.0f} s"
 
 

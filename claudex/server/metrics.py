@@ -78,6 +78,14 @@ class EngineCollector(Collector):
             "claudex_provider_window_spent_until",
             "While a plan's window is spent: when it resets (epoch seconds)",
             labels=["provider"])
+        slow = GaugeMetricFamily(
+            "claudex_provider_slow",
+            "1 while a provider's recent p95 latency is slow_factor times its usual or more",
+            labels=["provider"])
+        baseline = GaugeMetricFamily(
+            "claudex_provider_latency_baseline_seconds",
+            "A provider's usual p95 (slow-moving), once known (measure: first_content of "
+            "streams, duration of whole answers)", labels=["provider", "measure"])
         now = engine.clock()
         wall = engine.wall()
         degraded = engine.config.health.degraded_latency_ms
@@ -86,6 +94,9 @@ class EngineCollector(Collector):
                 window_used.add_metric([name, window.name], window.used)
             if rt.window_spent_until and rt.window_spent(wall):
                 window_spent.add_metric([name], rt.window_spent_until)
+            slow.add_metric([name], 0.0 if rt.slowness.verdict is None else 1.0)
+            for measure, base in rt.slowness.baselines.items():
+                baseline.add_metric([name, measure], base.p95_ms / 1000.0)
             in_flight.add_metric([name], rt.gate.in_flight)
             queued.add_metric([name], rt.gate.queued)
             if rt.gate.limit.limit is not None:
@@ -128,7 +139,7 @@ class EngineCollector(Collector):
             unpriced.add_metric([name], spend.unpriced if spend is not None else 0)
         yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens, cost,
                     unpriced, in_flight, queued, limit, queue_full, refused, window_used,
-                    window_spent)
+                    window_spent, slow, baseline)
         yield from _histograms(engine)
 
 

@@ -86,6 +86,9 @@ def error_result(req: ProxyRequest, status: int, message: str, attempts: list[At
 
 _RATE_LIMITED = frozenset({"rate_limited", "cooling_down", "queue_full", "plan_limit",
                            "window_spent"})
+# Passed over only to be tried later in the same request: the plan within its reserve, a slow
+# provider with `avoid_slow`. What that later try met is what the answer says.
+_TRIED_LAST = frozenset({"reserve", "slow"})
 
 
 def all_failed(req: ProxyRequest, trail: Trail, narrowed: Mapping[str, int] | None = None,
@@ -94,7 +97,7 @@ def all_failed(req: ProxyRequest, trail: Trail, narrowed: Mapping[str, int] | No
     included, or no slot at claudex: `queue_full`), else 502. `narrowed`: adaptive concurrency
     limits in force; `spent`: the providers whose plan window is spent, in words."""
     relevant = [f for f in trail.failures if f.attempt.outcome not in CONFIG_SKIPS
-                and f.attempt.outcome != "reserve"]  # (the plan was then tried last)
+                and f.attempt.outcome not in _TRIED_LAST]
     rate_limited = bool(relevant) and all(f.attempt.outcome in _RATE_LIMITED for f in relevant)
     # Scrubbed here too: the sentence is also logged and published as an escalation.
     sentence = SCRUBBER.text(all_failed_sentence(trail.attempts, rate_limited=rate_limited,

@@ -42,7 +42,7 @@ from claudex.engine.core.gate import GatedResponse
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import OK_RULE, POLICY, BreakerEffect, Local, Rule
-from claudex.engine.core.pools import PoolTurn
+from claudex.engine.core.pools import CACHE_S, PoolTurn
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.retries import Retries
 from claudex.engine.core.runtime import ProviderRuntime
@@ -147,6 +147,8 @@ class Forwarder:
         self._ids = itertools.count(1)
         # Conversations started on the backups because the plan was within its `reserve`.
         self._reserve_keys: OrderedDict[str, None] = OrderedDict()
+        # ... and those started off a slow provider (`avoid_slow`): when each was last seen.
+        self._slow_keys: OrderedDict[str, float] = OrderedDict()
 
     # -- chain -------------------------------------------------------------------------------
 
@@ -306,6 +308,9 @@ class Forwarder:
         if head is not None and head.profile.reserve and len(names) > 1 and not way.addressed \
                 and head.windows and head.window_used() >= 1.0 - head.profile.reserve:
             names = self._reserved(req, flow, head, names)
+        avoided = core.slow.avoided  # `[health] avoid_slow`: empty unless on and one is slow
+        if avoided and len(names) > 1 and names[0] in avoided:
+            names = self._around_slow(req, flow, way, names, avoided)
         now = core.clock()
         # Round cap: never try more providers than were eligible when the request started.
         cap = 1 if len(names) == 1 else sum(
@@ -416,6 +421,52 @@ class Forwarder:
             except Exception:
                 addon_failed(hook)
         return [*names[1:], names[0]]
+
+    def _around_slow(self, req: ProxyRequest, flow: Flow, way: Way, names: list[str],
+                     avoided: frozenset[str]) -> list[str]:
+        """`[health] avoid_slow` and the first to try is slow (engine/slowness.py): a new
+        conversation (a pool's new binding, a later turn of a conversation that started so)
+        starts on the healthy ones, the slow ones after them in their order. One under way
+        on the slow provider stays where its prompt cache is, and with nothing healthy able
+        to serve the order is kept: slow still serves."""
+        if way.turns and way.turns[0].bound is not None:
+            return names  # a pool's conversation, bound where its cache is
+        now = self.core.clock()
+        moved = self._slow_keys
+        key: str | None = None
+        if not way.turns:
+            key = conversation_of(req.protocol, req.headers, req.body).key
+            seen = moved.get(key)
+            if (seen is None or now - seen > CACHE_S) and not first_turn(req.protocol,
+                                                                         req.body):
+                return names
+        runtimes = self.core.runtimes
+        if not any(n not in avoided and self._skip_reason(runtimes.get(n), now) is None
+                   for n in names):
+            return names
+        if key is not None:
+            moved[key] = now
+            moved.move_to_end(key)
+            if len(moved) > _RESERVED_KEPT:
+                moved.popitem(last=False)
+        ahead: list[str] = []
+        for name in names:
+            if name not in avoided:
+                break
+            ahead.append(name)
+        for name in ahead:  # the ones passed over before the first healthy one, as skips
+            rt = runtimes.get(name)
+            if rt is None or rt.slowness.verdict is None:
+                continue
+            skipped = Attempt(name, "slow", message=rt.slowness.verdict.words(),
+                              pool=way.pool_of.get(name) if way.pool_of else None)
+            flow.trail.skip(skipped)
+            for hook in self.core.hooks.attempt_ended:
+                try:
+                    hook(flow, rt, skipped, None)
+                except Exception:
+                    addon_failed(hook)
+        return [n for n in names if n not in avoided] + [n for n in names if n in avoided]
 
     # -- one provider --------------------------------------------------------------------------
 

@@ -32,10 +32,18 @@ from claudex.engine.core.conversation import conversation_of
 from claudex.engine.core.request import ProxyRequest
 from claudex.engine.core.runtime import ProviderRuntime
 
+_NONE: Final[frozenset[str]] = frozenset()
+
 CACHE_S: Final = 300.0
 """How long a member's prompt cache outlives a turn: Anthropic's default cache lifetime is
 5 minutes (docs.anthropic.com, prompt caching: "the cache has a 5-minute lifetime, refreshed
 each time the cached content is used")."""
+
+
+class SlowSource(Protocol):
+    """The engine's slow watch (engine/slow_watch.py): the members new bindings avoid."""
+
+    avoided: frozenset[str]
 
 
 class SharedBindings(Protocol):
@@ -62,8 +70,10 @@ class PoolTurn:
 class PoolBalancer:
     def __init__(self, runtimes: Callable[[], Mapping[str, ProviderRuntime]],
                  clock: Callable[[], float], wall: Callable[[], float],
-                 bindings: Bindings, shared: SharedBindings | None = None) -> None:
+                 bindings: Bindings, shared: SharedBindings | None = None, *,
+                 slow: SlowSource | None = None) -> None:
         self._runtimes = runtimes
+        self._slow = slow
         self._clock = clock
         self._wall = wall
         self.bindings = bindings
@@ -75,10 +85,21 @@ class PoolBalancer:
 
     async def turn(self, pool: Pool, req: ProxyRequest) -> PoolTurn:
         if pool.balance == "round_robin":
-            return PoolTurn(pool, self._round_robin(pool))
+            return PoolTurn(pool, self._after_slow(self._round_robin(pool)))
         if pool.balance == "least_busy":
             return PoolTurn(pool, self._least_busy(pool))
         return await self._sticky(pool, req)
+
+    def _avoided(self) -> frozenset[str]:
+        return _NONE if self._slow is None else self._slow.avoided
+
+    def _after_slow(self, order: list[str]) -> list[str]:
+        """`[health] avoid_slow`: the slow members after the others, each side in its order
+        (a slow member still serves when no other can: it is tried, only later)."""
+        avoided = self._avoided()
+        if not avoided or not any(m in avoided for m in order):
+            return order
+        return [m for m in order if m not in avoided] + [m for m in order if m in avoided]
 
     async def _sticky(self, pool: Pool, req: ProxyRequest) -> PoolTurn:
         conversation = conversation_of(req.protocol, req.headers, req.body).key
@@ -110,10 +131,12 @@ class PoolBalancer:
         return self.bindings.bind(pool.name, conversation, member, served)
 
     def _by_headroom(self, pool: Pool) -> list[str]:
-        """Eligible members first, most headroom first; then the others, in the pool's order."""
+        """Eligible members first, most headroom first (a slow one after the rest, with
+        `avoid_slow`); then the others, in the pool's order."""
         runtimes = self._runtimes()
         counts = self.bindings
-        ready: list[tuple[float, float, int, int, str]] = []
+        avoided = self._avoided()
+        ready: list[tuple[bool, float, float, int, int, str]] = []
         out: list[str] = []
         for index, member in enumerate(pool.members):
             rt = runtimes.get(member)
@@ -121,7 +144,7 @@ class PoolBalancer:
                 out.append(member)
                 continue
             weight = pool.weight(member)
-            ready.append((round(rt.window_used(), 2),
+            ready.append((member in avoided, round(rt.window_used(), 2),
                           counts.count(pool.name, member) / weight, -weight, index, member))
         ready.sort()
         return [entry[-1] for entry in ready] + out
@@ -143,14 +166,16 @@ class PoolBalancer:
     def _least_busy(self, pool: Pool) -> list[str]:
         runtimes = self._runtimes()
         rotated = self._round_robin(pool)  # ties go round
-        loads: list[tuple[bool, float, int, str]] = []
+        avoided = self._avoided()
+        loads: list[tuple[bool, bool, float, int, str]] = []
         for index, member in enumerate(rotated):
             rt = runtimes.get(member)
             if rt is None:
-                loads.append((True, 0.0, index, member))
+                loads.append((True, False, 0.0, index, member))
                 continue
             busy = (rt.gate.in_flight + rt.gate.queued) / pool.weight(member)
-            loads.append((self.out_for(member) is not None, busy, index, member))
+            loads.append((self.out_for(member) is not None, member in avoided, busy, index,
+                          member))
         loads.sort()
         return [entry[-1] for entry in loads]
 

@@ -129,7 +129,7 @@ _DETAIL_FIELDS = ("latency_ms", "headers_ms", "first_content_ms", "model", "max_
 SKIP_OUTCOMES = frozenset({
     "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",
     "misconfigured", "needs_translation", "round_cap", "unknown_profile", "queue_full",
-    "window_spent", "reserve",
+    "window_spent", "reserve", "slow",
     "context_too_small",
 })
 # A profile that cannot be used as configured (its credentials included) says nothing about the

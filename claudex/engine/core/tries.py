@@ -25,6 +25,7 @@ from claudex.engine.events import EventBus
 if TYPE_CHECKING:  # routing builds requests the core serves: a type only, no import cycle
     from claudex.engine.core.pools import PoolBalancer
     from claudex.engine.routing import Routing
+    from claudex.engine.slow_watch import SlowWatch
 
 
 class EngineCore(Protocol):
@@ -40,6 +41,7 @@ class EngineCore(Protocol):
     hooks: Hooks
     routing: Routing | None
     pools: PoolBalancer | None
+    slow: SlowWatch
 
     def escalate(self, sentence: str) -> None: ...
 
