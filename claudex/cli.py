@@ -20,7 +20,7 @@ from claudex.config.loader import check_config, load_config
 from claudex.config.model import Config, ConfigError, HistorySettings
 from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
-from claudex.engine.breaker.trips import DurationError, parse_duration, trip_words
+from claudex.engine.breaker.trips import DurationError, parse_duration, reset_words, trip_words
 from claudex.engine.secrets import SCRUBBER, config_secrets
 
 
@@ -416,6 +416,9 @@ def _breaker_command(args: argparse.Namespace, action: str) -> int:
         raise _engine_error(resp)
     data = resp.json()
     line = f"{args.name}: breaker {data.get('breaker')}"
+    ended = data.get("ended")
+    if action == "reset" and isinstance(ended, list) and ended:
+        line = reset_words(args.name, [str(words) for words in ended])
     if body is not None and data.get("breaker") == "forced_open":
         left = data.get("retry_in_s")
         line += ", " + trip_words(data.get("reason"),
@@ -595,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--url", help="engine URL (default from the config's host and port)")
     p.set_defaults(func=cmd_reload)
     for name, func, text in (("trip", cmd_trip, "force a provider's breaker open"),
-                             ("reset", cmd_reset, "close a provider's breaker and clear it")):
+                             ("reset", cmd_reset,
+                              "close a provider's breaker, end its cooldown and spent window")):
         p = add(name, text)
         p.add_argument("name", help="the profile whose breaker it is")
         p.add_argument("--url", help="engine URL (default from the config's host and port)")

@@ -304,4 +304,6 @@ def event_colour(event: Event) -> str | None:
         return "yellow"
     if event.kind == "slow":  # turned slow, or no longer is
         return "yellow" if event.data.get("slow") else "green"
+    if event.kind == "reset":  # the operator's reset: what it ended is usable again
+        return "green"
     return None

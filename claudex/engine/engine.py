@@ -32,7 +32,13 @@ from claudex.engine.addons.tokens import TokensAddon
 from claudex.engine.addons.trace_settings import trace_settings
 from claudex.engine.addons.windows import WindowsAddon
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Transition
-from claudex.engine.breaker.trips import SavedTrip, clean_reason, trip_data, trips_in_journal
+from claudex.engine.breaker.trips import (
+    SavedTrip,
+    clean_reason,
+    reset_words,
+    trip_data,
+    trips_in_journal,
+)
 from claudex.engine.clock import Clock, Sleep, WallClock
 from claudex.engine.control_http import control_client
 from claudex.engine.core.bindings import Bindings
@@ -53,6 +59,8 @@ from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 from claudex.engine.secrets import SCRUBBER, config_secrets
 from claudex.engine.slow_watch import SlowWatch
 from claudex.engine.slowness import EVAL_S as SLOW_EVAL_S
+from claudex.engine.spent_windows import CHECK_S as SPENT_CHECK_S
+from claudex.engine.spent_windows import CredentialWatch, end_spent, operator_reset
 
 if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
     from claudex.engine.addons.traces import TracesAddon
@@ -80,6 +88,7 @@ class Engine:
         router_timeout: float = ROUTER_TIMEOUT_S,
         prices_apart: bool = False,
         judge_slowness_every: float | None = SLOW_EVAL_S,
+        check_credentials_every: float | None = SPENT_CHECK_S,
     ) -> None:
         """`journal`: where request summaries and events are kept across restarts (serve and
         the hosting console pass one from `[history]`; tests and the demo none).
@@ -87,7 +96,9 @@ class Engine:
         `prices_apart`: the config's models priced at start by a child process, so that this
         one does not import genai-prices for them (`claudex serve`: addons/price_sheet.py).
         `judge_slowness_every`: seconds between the slow watch's rounds (engine/slowness.py),
-        in real time; None: no rounds of its own (a test calls `slow.judge_all` itself)."""
+        in real time; None: no rounds of its own (a test calls `slow.judge_all` itself).
+        `check_credentials_every`: seconds between looks at spent plans' credentials
+        (engine/spent_windows.py); None: none (a test calls `spent_credentials.check`)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -153,6 +164,10 @@ class Engine:
         self._health_task: asyncio.Task[None] | None = None
         self._slow_task: asyncio.Task[None] | None = None
         self._slow_every = judge_slowness_every
+        # A spent plan's credential changed outside (a fresh login): its window is over here.
+        self.spent_credentials = CredentialWatch(lambda: self.runtimes, wall, self.events.publish)
+        self._credentials_every = check_credentials_every
+        self._credentials_task: asyncio.Task[None] | None = None
         # Reading the journal into the panels' counters at start (engine/history/seed.py).
         self.seeding: asyncio.Task[None] | None = None
         self._last_escalation: tuple[str, float] = ("", 0.0)
@@ -309,6 +324,10 @@ class Engine:
         if self._slow_task is None and self._slow_every is not None:
             self._slow_task = asyncio.create_task(  # real time: it judges real traffic
                 self.slow.run_forever(asyncio.sleep, self._slow_every), name="claudex-slow")
+        if self._credentials_task is None and self._credentials_every is not None:
+            self._credentials_task = asyncio.create_task(
+                self.spent_credentials.run_forever(asyncio.sleep, self._credentials_every),
+                name="claudex-spent-credentials")
         if self.fleet is not None:
             self.fleet.start()
 
@@ -326,14 +345,14 @@ class Engine:
             self.seeding.cancel()
         if self.fleet is not None:
             await self.fleet.close()
-        for task in (self._health_task, self._slow_task):
+        for task in (self._health_task, self._slow_task, self._credentials_task):
             if task is not None:
                 task.cancel()
                 try:
                     await task
                 except (asyncio.CancelledError, Exception):
                     pass
-        self._health_task = self._slow_task = None
+        self._health_task = self._slow_task = self._credentials_task = None
         await self.transport.close()
         if self._own_http:
             await self.http.aclose()
@@ -415,15 +434,22 @@ class Engine:
         return True
 
     def reset(self, name: str) -> bool:
+        return self.reset_provider(name) is not None
+
+    def reset_provider(self, name: str) -> list[str] | None:
+        """The operator's last word on `name`: its breaker closed and cleared, its cooldown and
+        a spent plan window ended (engine/spent_windows.py), everywhere in a fleet; one event
+        says what it ended. What it ended, in words; None when there is no such profile."""
         rt = self.runtimes.get(name)
         if rt is None:
-            return False
-        rt.breaker.reset()
-        rt.cooldown_until = 0.0
-        rt.health.auth_failing = False
+            return None
+        ended = operator_reset(rt, self.clock(), self.wall())
+        words = reset_words(name, ended)
+        self.events.publish(Event("reset", words, name, {"ended": ended}))
+        log.info("%s", words)
         if self.fleet is not None:
             self.fleet.operator(name, "reset")
-        return True
+        return ended
 
     def apply_config(self, config: Config) -> None:
         """Swap in a new config, keeping breaker state and statistics of kept profiles."""
@@ -438,6 +464,7 @@ class Engine:
                 if any(getattr(rt.profile, f) != getattr(profile, f) for f in _AUTH_FIELDS):
                     rt.credentials = self._credentials(profile)
                     rt.health.credentials_problem = None  # about the old source
+                    self._new_credentials_end_spent(rt)
                 rt.breaker.update_settings(profile.breaker)
                 rt.update_limits(profile)
                 rt.profile = profile
@@ -457,6 +484,15 @@ class Engine:
         self.events.publish(Event("reload", f"config reloaded: {len(fresh)} profiles"
                                   + (f", removed {', '.join(removed)}" if removed else "")))
         log.info("config reloaded: %d profiles", len(fresh))
+
+    def _new_credentials_end_spent(self, rt: ProviderRuntime) -> None:
+        """A profile's credentials changed in its config: perhaps another account, so a spent
+        window is no longer known to hold (engine/spent_windows.py)."""
+        words = end_spent(rt, self.wall())
+        if words is not None:
+            message = f"{rt.name}: new credentials in the config ({words})"
+            log.info("%s", message)
+            self.events.publish(Event("window", message, rt.name, {"ended": "credentials"}))
 
     def _tokens_of(self, name: str) -> dict[str, int]:
         """This process's token sums at `name`, plus the journal's from earlier today."""

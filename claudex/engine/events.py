@@ -24,8 +24,9 @@ from typing import Any, Literal, Protocol
 # "trip": an operator changed the terms of a trip already in force (no breaker transition).
 # "window": a plan's quota window is spent until its reset (issue 22).
 # "slow": a provider's real traffic turned slow against its baseline, or is no longer (issue 30).
+# "reset": an operator reset a provider, and what that ended (breaker, cooldown, spent window).
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
-                    "limit", "link", "trip", "window", "slow"]
+                    "limit", "link", "trip", "window", "slow", "reset"]
 
 
 @dataclass(frozen=True)

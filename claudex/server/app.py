@@ -105,12 +105,15 @@ def create_app(
             except DurationError as exc:
                 return JSONResponse({"error": f"not tripped: {exc}"}, status_code=400)
             engine.trip(name, seconds, reason)
+            ended = None
         else:
-            engine.reset(name)
+            ended = engine.reset_provider(name)
         breaker = engine.runtimes[name].status_json(engine.clock(), 0.0, engine.wall())["breaker"]
-        return JSONResponse({"name": name, "breaker": breaker["state"],
-                             "reason": breaker["reason"], "until": breaker["until"],
-                             "retry_in_s": breaker["retry_in_s"]})
+        answer = {"name": name, "breaker": breaker["state"], "reason": breaker["reason"],
+                  "until": breaker["until"], "retry_in_s": breaker["retry_in_s"]}
+        if ended is not None:  # a reset: what it ended, in words (engine/spent_windows.py)
+            answer["ended"] = ended
+        return JSONResponse(answer)
 
     async def reload(request: Request) -> Response:
         if load_config is None:

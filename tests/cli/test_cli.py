@@ -87,7 +87,7 @@ async def test_status_trip_reset_against_running_serve(served: dict[str, Any]) -
     assert code == 0 and "primary" in out and "open" in out
     assert "sk-test-key" not in out
     code, out, _ = await claudex("reset", "primary", "--url", url)
-    assert (code, out.strip()) == (0, "primary: breaker closed")
+    assert (code, out.strip()) == (0, "primary: reset by operator (breaker closed)")
     code, out, _ = await claudex("trip", "backup", "--url", url)
     assert (code, out.strip()) == (0, "backup: breaker forced_open")
     code, _, err = await claudex("trip", "nobody", "--url", url)

@@ -37,7 +37,7 @@ DEMO_ONLY: Final = frozenset({"traffic", "fault"})
 
 ACTION_TEXT: Final[dict[str, str]] = {
     "trip": "trip the selected provider: open for a while (20m) or until reset, and why",
-    "reset": "reset the selected provider's breaker: close it and clear its counters",
+    "reset": "reset the selected provider: its breaker, cooldown and spent window",
     "health": "health-check every provider now",
     "edit": "edit the selected profile",
     "add": "add a profile",
@@ -176,7 +176,8 @@ class ActionsMixin(Screen[None]):
         self.app.push_screen(
             ConfirmScreen(f"Reset {name}?",
                           f"Close {name}'s breaker and clear its failure count, recovery time "
-                          "and rate-limit cooldown: requests go to it again at once.", "Reset"),
+                          "and rate-limit cooldown, and stop treating its plan's window as "
+                          "spent: requests go to it again at once.", "Reset"),
             callback=partial(self._reset_confirmed, name))
 
     async def _reset_confirmed(self, name: str, confirmed: bool | None) -> None:
@@ -189,7 +190,7 @@ class ActionsMixin(Screen[None]):
             return
         if done:
             self.note(f"operator reset {name}")
-            self.notify(f"{name}: breaker reset")
+            self.notify(f"{name}: reset (breaker closed, cooldown and spent window ended)")
         else:
             self.notify(f"No profile named {name} any more.", severity="warning")
         self.request_refresh()

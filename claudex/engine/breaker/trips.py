@@ -219,3 +219,10 @@ def trip_terms(body: bytes) -> tuple[float | None, str | None]:
         raise DurationError("reason is a string")
     seconds = None if raw is None or raw == "" else parse_duration(raw)
     return seconds, clean_reason(reason)
+
+
+def reset_words(name: str, ended: list[str], by: str | None = None) -> str:
+    """`claude: reset by operator (breaker closed, 5-hour window no longer treated as spent)`;
+    `by`: the fleet instance the reset was made on, when not this one."""
+    where = f" on {by}" if by else ""
+    return f"{name}: reset by operator{where} ({', '.join(ended) if ended else 'nothing to end'})"

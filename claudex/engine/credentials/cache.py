@@ -67,6 +67,8 @@ EXPIRY_MARGIN_SECONDS = 60.0
 # After a refresh failed for a token, don't ask the token endpoint about it again for this long:
 # every request would otherwise POST once more while the breaker is still counting.
 RETRY_REFRESH_AFTER_SECONDS = 60.0
+# `changed_outside` re-runs a token_command at most this often (a file is only stat'ed).
+COMMAND_RECHECK_SECONDS = 60.0
 
 
 class SharedTokens(Protocol):
@@ -132,6 +134,11 @@ class Credentials:
         self._gave_up: _GaveUp | None = None
         self._status: str | None = None
         self._needs_login: NeedsLogin | None = None
+        # `changed_outside`: the file's (inode, mtime, size) last looked at, the token it held
+        # when nothing was loaded yet, and when a token_command was last re-run for it.
+        self._file_stamp: tuple[int, int, int] | None = None
+        self._outside_seen: str | None = None
+        self._command_checked_at: float | None = None
 
     @property
     def profile(self) -> Profile:
@@ -196,6 +203,60 @@ class Credentials:
                 return await self._replace_rejected(failed.token)
             finally:
                 self._generation += 1
+
+    async def changed_outside(self) -> str | None:
+        """Whether the source now holds a credential this engine did not put there nor hold:
+        a fresh login rewrote the credentials file, or the token_command prints another token.
+        The new one is taken into use, and the words say where it came from; None when nothing
+        changed, the source cannot tell (a key, passthrough) or cannot be read now. The
+        engine's own refresh writes the token it then holds, so it is never news here.
+        Cheap when nothing changed: a `stat`, or a token_command re-run at most once a minute."""
+        if self._kind == "file":
+            return await self._file_changed()
+        if self._kind == "command":
+            return await self._command_changed()
+        return None
+
+    async def _file_changed(self) -> str | None:
+        path = self._source.path
+        if path is None:
+            return None
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if stamp == self._file_stamp:
+            return None
+        self._file_stamp = stamp
+        try:
+            token, _doc = self._source.read_file_or_fail()
+        except TokenFileError:
+            return None  # half-written or removed: looked at again when it changes
+        return self._take_if_new(token, f"new credentials in {path}")
+
+    async def _command_changed(self) -> str | None:
+        now = self._wall()
+        if (self._command_checked_at is not None
+                and now - self._command_checked_at < COMMAND_RECHECK_SECONDS):
+            return None
+        self._command_checked_at = now
+        async with self._lock:
+            try:
+                token = await self._source.command_token()
+            except CommandFailed:
+                return None  # it fails again at the next request, which says why
+            return self._take_if_new(token, "token_command gave another token")
+
+    def _take_if_new(self, token: OAuthToken, words: str) -> str | None:
+        held = self._token.access_token if self._token is not None else self._outside_seen
+        self._outside_seen = token.access_token
+        if held is None or token.access_token == held:
+            return None
+        self._token = token
+        self._gave_up = None
+        self.mark_ok()  # a fresh login also ends "needs login"
+        return words
 
     # -- loading -------------------------------------------------------------------------------
 

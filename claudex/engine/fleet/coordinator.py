@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 
 from claudex.config.model import Config, FleetSettings
 from claudex.engine.breaker.circuit import BreakerState, Transition
+from claudex.engine.breaker.trips import reset_words
 from claudex.engine.clock import Clock, WallClock
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.events import Deferred, Event, EventBus
@@ -52,6 +53,7 @@ from claudex.engine.fleet.facts import Fact, Register, Registers, view
 from claudex.engine.fleet.health import FleetHealth
 from claudex.engine.fleet.store import FleetStore
 from claudex.engine.fleet.tokens import TokenFlight, load_sealer, refresh_lock
+from claudex.engine.spent_windows import operator_reset
 
 log = logging.getLogger("claudex.fleet")
 
@@ -156,8 +158,9 @@ class Fleet(FleetHealth):
         """Trip ("forced_open") or reset ("reset") from this instance's API, CLI or console; a
         trip's `until` (wall time; None: until reset) and `reason` go with it."""
         self._record(Fact(provider, "operator", action, self._wall(), self.name, until, reason))
-        if action == "reset":
+        if action == "reset":  # what the reset ended is news again when it comes back
             self._cooldown_seen[provider] = 0.0
+            self._spent_seen[provider] = 0.0
 
     def restored(self, provider: str, *, since: float, until: float | None,
                  reason: str | None) -> None:
@@ -224,10 +227,11 @@ class Fleet(FleetHealth):
                                  else now + (fact.until - now_wall),
                                  reason=fact.reason, since=now + (fact.at - now_wall))
             elif fact.register == "operator":
-                breaker.reset()
-                rt.cooldown_until = 0.0
-                rt.health.auth_failing = False
+                ended = operator_reset(rt, self._clock(), now_wall)
                 self._cooldown_seen[fact.provider] = 0.0
+                self._spent_seen[fact.provider] = 0.0
+                self._publish(Event("reset", reset_words(fact.provider, ended, fact.by),
+                                    fact.provider, {"ended": ended, "by": fact.by}))
             if wanted.breaker == "open" and fact.register in ("operator", "traffic"):
                 breaker.peer_opened()
             elif (wanted.breaker == "closed" and fact.register == "traffic"

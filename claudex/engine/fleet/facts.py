@@ -12,7 +12,9 @@ A fact is about one provider and lives in one of three registers:
 - `traffic`: "open" (failures opened a breaker, until `until`) or "closed" (a probe succeeded).
 - `cooldown`: "cooling" until `until` (a 429's Retry-After).
 - `window`: "spent" until `until` (a plan's quota window, until its reset; `reason` names the
-  window, `5h`). An operator's reset does not end it: the plan is spent whatever claudex does.
+  window, `5h`). An operator's reset ends one written before it (the operator knows something
+  claudex does not: extra usage bought, another account); a plan still spent is marked again
+  by its next answer, a newer fact.
 - `context`: "window", one record per model sent (`model`): the provider's context window for
   it, `tokens` (stated in a 400, or learned just under a refused prompt's estimate), so every
   instance passes a backup too small for a long conversation over without each paying a refused
@@ -26,7 +28,8 @@ republished after Redis comes back (an old trip, say) loses to the later one ins
 resurrected.
 
 Between registers, operator intent wins: a trip holds whatever traffic says until a later reset;
-a reset cancels the traffic open and the cooldown written before it, not those written after.
+a reset cancels the traffic open, the cooldown and the spent window written before it, not
+those written after.
 `view()` computes that, given the wall time; it does no I/O and reads no clock of its own.
 """
 
@@ -185,9 +188,11 @@ class View:
 
 
 def view(regs: Registers, now_wall: float) -> View:
-    op, traffic, cool = regs.operator, regs.traffic, regs.cooldown
-    spent = regs.window.until if regs.window is not None and regs.window.live(now_wall) \
-        else None
+    op, traffic, cool, window = regs.operator, regs.traffic, regs.cooldown, regs.window
+    # Only a reset ends a spent window: a timed trip's end says nothing about the plan's quota.
+    last_reset = op if op is not None and op.state == "reset" else None
+    spent = window.until if window is not None and window.live(now_wall) \
+        and window.newer_than(last_reset) else None
     if op is not None and op.state == "forced_open" and op.live(now_wall):
         return View("forced_open", cooling_until=_cooling(cool, None, now_wall),
                     spent_until=spent)

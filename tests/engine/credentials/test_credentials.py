@@ -794,3 +794,65 @@ async def test_codex_token_is_refreshed_ahead_by_codex_clis_rule(
         assert written["tokens"]["refresh_token"] == "rt-2"
         assert written["last_refresh"] == "2025-06-15T15:06:40Z"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# -- a credential changed outside (issue 30: it ends a spent plan window) ----------------------
+
+
+async def test_a_fresh_login_is_a_change_and_the_engines_own_refresh_is_not(
+    tmp_path: Path, endpoint: TokenEndpoint
+) -> None:
+    path = write_doc(tmp_path / "creds.json", claude_doc(), mode=0o600)
+    creds = make(claude_profile(path, endpoint.url))
+    first = await creds.auth_headers()
+    assert first is not None and first.token == ACCESS
+    assert await creds.changed_outside() is None  # the token in use
+
+    # The engine's own refresh (after a 401) writes the file: the same account, no news.
+    assert await creds.refresh_after_401(first) is True
+    assert json.loads(path.read_text())["claudeAiOauth"]["accessToken"] == NEW_ACCESS
+    assert await creds.changed_outside() is None
+
+    # Rewritten with the same token (another tool saving the file): no news either.
+    write_doc(path, claude_doc(NEW_ACCESS, NEW_REFRESH), mode=0o600)
+    assert await creds.changed_outside() is None
+
+    # A fresh login by something else: news, and the new token is the one in use.
+    write_doc(path, claude_doc("sk-ant-oat01-other-account-eeee", "r-other"), mode=0o600)
+    assert await creds.changed_outside() == f"new credentials in {path}"
+    now = await creds.auth_headers()
+    assert now is not None and now.token == "sk-ant-oat01-other-account-eeee"
+    assert await creds.changed_outside() is None  # told once
+
+
+async def test_a_half_written_credentials_file_is_not_a_change(tmp_path: Path) -> None:
+    path = write_doc(tmp_path / "creds.json", claude_doc(), mode=0o600)
+    creds = make(claude_profile(path))
+    await creds.auth_headers()
+    path.write_text('{"claudeAiOauth": {"accessTo')
+    assert await creds.changed_outside() is None
+    write_doc(path, claude_doc("sk-ant-oat01-after-login-ffff"), mode=0o600)
+    assert await creds.changed_outside() == f"new credentials in {path}"
+
+
+async def test_another_token_from_token_command_is_a_change_looked_for_once_a_minute() -> None:
+    clock = FakeClock()
+    run, ran = scripted("tok-one-123456\n", "tok-one-123456\n", "tok-two-123456\n")
+    profile = Profile("grok", "OpenAICompatible", "https://api.x.ai/v1",
+                      token_command="pass show llm/grok")
+    creds = make(profile, run_command=run, wall=clock.wall)
+    await creds.auth_headers()
+    assert await creds.changed_outside() is None  # the same token
+    clock.advance(30)
+    assert await creds.changed_outside() is None and len(ran) == 2  # not re-run yet
+    clock.advance(31)
+    assert await creds.changed_outside() == "token_command gave another token"
+    now = await creds.auth_headers()
+    assert now is not None and now.token == "tok-two-123456" and len(ran) == 3
+
+
+async def test_a_key_cannot_change_outside() -> None:
+    profile = Profile("k", "DirectAnthropic", "https://api.anthropic.com", api_key="sk-1234")
+    creds = make(profile)
+    await creds.auth_headers()
+    assert await creds.changed_outside() is None

@@ -70,7 +70,7 @@ async def test_trip_and_reset_from_any_instance_or_the_cli_apply_everywhere(
     await world.action("b", "trip")
     await world.wait_breaker(["a", "b", "c"], "forced_open")
     code, out, err = await claudex("reset", "primary", "--url", world.instances["c"].url)
-    assert code == 0 and "primary: breaker closed" in out, err
+    assert (code, out.strip()) == (0, "primary: reset by operator (breaker closed)"), err
     await world.wait_breaker(["a", "b", "c"], "closed")
 
 
@@ -121,10 +121,21 @@ async def test_a_spent_plan_window_is_shared_until_its_reset(world: FleetWorld) 
         resp = await ask(world, name)
         assert resp.headers["x-claudex-attempts"] == "primary:window_spent,backup:200"
     assert primary.request_count == calls  # no instance asked the spent plan again
-    # An operator's reset is about claudex's breaker: the plan stays spent.
-    await world.action("c", "reset")
-    assert (await ask(world, "a")).headers["x-claudex-attempts"] == \
-        "primary:window_spent,backup:200"
+    # An operator's reset on c ends the spent window everywhere (issue 30) ...
+    code, out, err = await claudex("reset", "primary", "--url", world.instances["c"].url)
+    assert (code, out.strip()) == (
+        0, "primary: reset by operator (5-hour window no longer treated as spent)"), err
+    await world.wait_for(["a", "b", "c"], lambda s: not spent(s))
+    # ... so a asks the plan once more; it is still spent, and that one answer marks it again
+    # for the whole fleet: one request after the reset, no retry.
+    resp = await ask(world, "a")
+    assert resp.headers["x-claudex-attempts"] == "primary:plan_limit,backup:200"
+    assert primary.request_count == calls + 1
+    await world.wait_for(["b", "c"], spent)
+    for name in ("b", "c"):
+        resp = await ask(world, name)
+        assert resp.headers["x-claudex-attempts"] == "primary:window_spent,backup:200"
+    assert primary.request_count == calls + 1
 
 
 async def test_a_probe_success_closes_it_everywhere(world: FleetWorld) -> None:

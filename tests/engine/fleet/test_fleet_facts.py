@@ -212,13 +212,19 @@ def test_a_half_open_breaker_admits_trials_only_while_it_holds_the_fleets_slot()
     assert breaker.try_acquire() is not None
 
 
-def test_a_spent_window_holds_until_its_reset_and_a_reset_does_not_end_it() -> None:
+def test_a_spent_window_holds_until_its_reset_or_an_operators_reset() -> None:
     regs = Registers()
     regs.offer(fact("window", "spent", T0, until=T0 + 600, reason="5h"))
     assert view(regs, T0 + 1).spent_until == T0 + 600
-    regs.offer(fact("operator", "reset", T0 + 2))
-    assert view(regs, T0 + 3).spent_until == T0 + 600
-    assert view(regs, T0 + 600).spent_until is None
+    assert view(regs, T0 + 600).spent_until is None  # the plan's own reset
+    # A timed trip that ended is not the operator's word on the plan's quota.
+    regs.offer(fact("operator", "forced_open", T0 + 2, until=T0 + 3))
+    assert view(regs, T0 + 4).spent_until == T0 + 600
+    regs.offer(fact("operator", "reset", T0 + 5))  # the operator's reset ends it everywhere
+    assert view(regs, T0 + 6).spent_until is None
+    # A plan still spent is marked again by its next answer: a newer fact, which holds.
+    regs.offer(fact("window", "spent", T0 + 7, until=T0 + 600, reason="5h"))
+    assert view(regs, T0 + 8).spent_until == T0 + 600
     again = decode(fact("window", "spent", T0, until=T0 + 600, reason="5h").encode())
     assert (again.register, again.state, again.reason) == ("window", "spent", "5h")
 
