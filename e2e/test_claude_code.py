@@ -271,3 +271,40 @@ async def test_a_subscription_spent_mid_session_continues_on_the_backup_and_come
     assert trails[2] == (("sub", "window_spent"), ("anth2", "200")), why
     assert_anthropic_upstream(sub, sub.requests)
     assert_anthropic_upstream(backup, backup.requests)
+
+
+async def test_the_operators_reset_ends_a_spent_window_mid_session(world: World) -> None:
+    """A Claude subscription's 5-hour window is spent for an hour mid-session; the operator
+    runs `claudex reset sub` (issue 30). The plan, still spent, gets exactly one request after
+    the reset, which marks it again; the backup serves every turn from the spend on, and
+    Claude Code sees no error."""
+    sub = await world.fake("sub", "anthropic")
+    backup = await world.fake("anth2", "anthropic")
+    sub.plan = Plan.claude()
+    world.profile("sub", sub, backups=["anth2"])
+    world.profile("anth2", backup)
+    await world.serve()
+    root = sub.base_url.removesuffix("/v1")
+    spend = shlex.join(["curl", "-sf", "-o", "/dev/null", "-w", "plan spent: %{http_code}",
+                        "-X", "POST", f"{root}/_fake/plan", "-H",
+                        "content-type: application/json", "-d", '{"spend_s": 3600}'])
+    run = await world.claude([
+        ("Bash", spend),                              # turn 1 at sub; then spent for an hour
+        ("Write", str(world.proof_path())),           # turn 2: sub's 429, the backup serves
+        ("Bash", world.claudex_command("reset", "sub")),  # turn 3: sub skipped unsent
+    ], profile="sub")                                 # turn 4, after the reset: sub once more
+    why = evidence(world, run)
+    assert run.returncode == 0 and run.proof.read_text() == run.token, why
+    assert f"done {run.token}" in run.stdout, why
+    assert served_by(world) == ["sub", "anth2", "anth2", "anth2"], why
+    assert [r.status for r in sub.requests] == [200, 429, 429], why  # one request after reset
+    assert_no_refusals(world, allowed={("sub", 429)})
+    assert world.proxy_attempts() == [], why
+    trails = [r.attempts for r in world.served.requests()] if world.served else []
+    assert trails[1] == (("sub", "plan_limit"), ("anth2", "200")), why
+    assert trails[2] == (("sub", "window_spent"), ("anth2", "200")), why
+    assert trails[3] == (("sub", "plan_limit"), ("anth2", "200")), why
+    assert "sub: reset by operator (5-hour window no longer treated as spent)" in \
+        "\n".join(world.served.log if world.served else []), why
+    assert_anthropic_upstream(sub, sub.requests)
+    assert_anthropic_upstream(backup, backup.requests)
