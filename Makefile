@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test e2e lint bench soak serve clean screenshots docs docs-gen docs-serve
+.PHONY: run test e2e installed lint bench soak serve clean screenshots docs docs-gen docs-serve
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,9 @@ e2e: $(STAMP)  ## the real Claude Code and Codex CLI (pinned; npm into ~/.cache/
 	$(BIN)/python -m e2e.claude_code >/dev/null
 	$(BIN)/python -m e2e.codex_cli >/dev/null
 	$(BIN)/pytest -q e2e
+
+installed: $(STAMP)  ## build sdist+wheel, install the wheel in a fresh venv, run claudex from outside the repo
+	$(BIN)/python -m e2e.installed
 
 lint: $(STAMP)  ## ruff and mypy (strict)
 	$(BIN)/ruff check claudex tests bench soak e2e
