@@ -64,16 +64,18 @@ async def test_resume_sends_what_was_missed_once(fakes: Any, proxy_factory: Any)
     await proxy.client.post("/_claudex/breakers/grok/trip")
     [(seen, data)] = await asyncio.wait_for(first, 5)
     assert data["id"] == seen and data["kind"] == "breaker"
-    # Disconnected: three things happen meanwhile.
+    # Disconnected: three things happen meanwhile (the reset is two events: the breaker's
+    # transition, and the operator's reset saying what it ended).
     await proxy.client.post("/_claudex/breakers/grok/reset")
     assert (await proxy.chat(profile="deepseek")).status_code == 200
     await proxy.client.post("/_claudex/breakers/deepseek/trip")
     frames = await asyncio.wait_for(
-        read_frames(proxy, 3, headers={"last-event-id": str(seen)}), 5)
+        read_frames(proxy, 4, headers={"last-event-id": str(seen)}), 5)
     ids = [i for i, _ in frames]
-    assert ids == sorted(ids) and ids[0] > seen and len(set(ids)) == 3
+    assert ids == sorted(ids) and ids[0] > seen and len(set(ids)) == 4
     kinds = [(d["kind"], d["profile"]) for _, d in frames]
-    assert kinds == [("breaker", "grok"), ("request", "deepseek"), ("breaker", "deepseek")]
+    assert kinds == [("breaker", "grok"), ("reset", "grok"), ("request", "deepseek"),
+                     ("breaker", "deepseek")]
     # ?since= does the same, filtered by kind too.
     again = await asyncio.wait_for(read_frames(
         proxy, 2, path=f"/_claudex/events?since={seen}&kinds=breaker"), 5)
