@@ -26,8 +26,8 @@ class HelpLine:
 
 COLOUR_LEGEND = (
     ("green", "breaker closed, last probe ok and fast, no failure in live traffic since"),
-    ("yellow", "half-open, failures below the threshold, a slow probe, or cooling down "
-               "after a rate limit"),
+    ("yellow", "half-open, failures below the threshold, slow (a probe, or live traffic "
+               "against its usual), cooling down after a rate limit, or a plan window spent"),
     ("red", "breaker open or tripped, auth failing, misconfigured, or the last two probes "
             "failed"),
 )
