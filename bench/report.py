@@ -339,6 +339,7 @@ def render(results: dict[str, Any]) -> str:
     out.append(_traces(results.get("traces")))
     out.append(_pools(results.get("pools")))
     out.append(_seed(results.get("seed")))
+    out.append(_slowness(results.get("slowness")))
 
     if results.get("errors"):
         out.append("\n## Sections that failed\n\n")
@@ -391,6 +392,25 @@ def _seed(section: dict[str, Any] | None) -> str:
     ]))
     out.append(f"\nWriter per request: {_fmt(section['writer_us'], 1)} µs CPU without the "
                f"aggregates, {_fmt(section['writer_minutes_us'], 1)} µs with.\n")
+    return "".join(out)
+
+
+def _slowness(section: dict[str, Any] | None) -> str:
+    """What slow is yellow costs an answer and a judge round (bench/slowness_cost.py)."""
+    if not section or "busy_us" not in section:
+        return ""
+    from bench.slowness_cost import lines
+
+    out = ["\n## Slowness: the latency bookkeeping and a judge round (bench/slowness_cost.py, "
+           "in-process)\n\n"
+           "The sample every served answer records (the watch reads those windows; it adds "
+           "nothing else to an answer but the forwarding core's test of `slow.avoided`), ns "
+           "per call, best of five; and one round of the slow watch (every 5 s, off the "
+           "request path) over 20 providers with full windows, µs, the median of the rounds: "
+           "*busy* with a new answer in every window since the last round, *steady* with "
+           "rings reaching back past the five minutes, *idle* with none.\n\n```\n"]
+    out.append("\n".join(lines(section)))
+    out.append("\n```\n")
     return "".join(out)
 
 

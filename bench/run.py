@@ -9,7 +9,8 @@ Latency, throughput, streaming, failover and translation are repeated N times (3
 50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s), the console row and resilience
 (bench/resilience.py: time to failover per fault, the 429 burst) and the cost of traces and
 prices per request (bench/traces_cost.py) and the prompt cache through a pool per balance
-(bench/pool_cache.py) run once.
+(bench/pool_cache.py) and what judging slowness costs an answer and a round
+(bench/slowness_cost.py) run once.
 """
 
 from __future__ import annotations
@@ -29,13 +30,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import procs, report, sections, seed_cost, streams_scale, wrk
+from bench import procs, report, sections, seed_cost, slowness_cost, streams_scale, wrk
 from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
 ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "pools",
-        "seed")
+        "seed", "slowness")
 
 
 def _cpu_model() -> str:
@@ -193,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
                           ("addons", lambda: sections.addons(world, settings)),
                           ("pools", lambda: _pools(args.quick)),
                           ("seed", lambda: seed_cost.measure(50_000 if args.quick
-                                                             else 312_000))):
+                                                             else 312_000)),
+                          ("slowness", lambda: slowness_cost.measure(
+                              20, *((50_000, 50) if args.quick else (200_000, 200))))):
             if name not in wanted:
                 continue
             try:

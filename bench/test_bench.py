@@ -235,3 +235,17 @@ summary: 205
     assert per.by_object == {"libpython3.11.so.1.0": 87.5, "libc.so.6": 12.5}
     assert per.by_source == {"3.11.7/Python/ceval.c": 87.5}
     assert per.calls[("libc.so.6", "write")] == 1.0
+
+
+def test_slowness_cost_measures_both_and_renders_its_section() -> None:
+    from bench import slowness_cost
+
+    m = slowness_cost.measure(providers=3, records=2_000, rounds=3)
+    assert m["providers"] == 3 and m["samples_per_window"] == 512
+    assert all(m[k] >= 0 for k in ("busy_us", "steady_us", "idle_us"))
+    results = _results(0.4, 0.6)
+    results["slowness"] = m
+    results["budget"] = report.evaluate(results)
+    text = report.render(results)
+    assert "## Slowness: the latency bookkeeping and a judge round" in text
+    assert "one judge round, 3 providers, both windows full (512 samples)" in text
