@@ -137,6 +137,22 @@ async def _scenes(hosted: Hosted, shot: Shooter, clock: MovableClock) -> None:
     await _traffic(hosted, MIX)
     await shot.shoot("windows")
 
+    # Slow is yellow (issue 30): claude's live traffic, fast for a while (the baseline the
+    # watch learns), then every answer 1.2 s slower (the demo's key `4`).
+    await _slow_scene(hosted, shot, "claude")
+
+
+async def _slow_scene(hosted: Hosted, shot: Shooter, name: str) -> None:
+    assert hosted.controls is not None and hosted.traffic is not None
+    traffic = hosted.traffic  # its plain messages go to the demo's default profile, claude
+    await asyncio.gather(*(traffic.send_one("messages") for _ in range(25)))
+    hosted.engine.slow.judge_all()
+    shot.app.main_screen.note(hosted.controls.inject(name, "slow"))
+    await asyncio.gather(*(traffic.send_one("messages") for _ in range(25)))
+    hosted.engine.slow.judge_all()
+    shot.app.main_screen.note(hosted.controls.inject(name, "ok"))
+    await shot.shoot("slow")
+
 
 async def take_screenshots() -> dict[str, str]:
     """Each state's name and its SVG."""

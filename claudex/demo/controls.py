@@ -22,14 +22,16 @@ FAULT_WORDS: Final[dict[str, str]] = {
     "down": "is down: connections are refused",
     "500": "answers 500 server errors",
     "429": "rate-limits every request (429, retry after 5 s)",
-    "slow": "answers after 2.5 s",
+    "slow": "answers 1.2 s slower: its panel turns yellow within a minute",
     "401": "rejects the API key (401)",
     "spend": "spent its plan's window (it resets in 30 s)",
 }
 
 RATE_LIMIT_RETRY_AFTER_S: Final = 5.0
 SPENT_WINDOW_S: Final = 30.0  # the demo's "spend" key: the plan's window resets after this
-SLOW_LATENCY_MS: Final = 2500.0
+# Slow enough for live traffic to turn the panel yellow (every answer +1.2 s against a few ms
+# usually), not so slow that the 2 s health probes fail and turn it red.
+SLOW_LATENCY_MS: Final = 1200.0
 
 RunOnWorld = Callable[[Callable[[], Any]], Any]
 """Runs a function on the demo world's event loop (thread) and returns its result."""

@@ -28,7 +28,7 @@ latency sample it already records.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -55,6 +55,18 @@ def seconds_text(ms: float) -> str:
     if seconds < 1.0:
         return f"{seconds:.2f}".rstrip("0") + " s"
     return f"{seconds:.1f} s" if seconds < 100.0 else f"{seconds:.0f} s"
+
+
+def short_words(verdict: Mapping[str, Any]) -> str | None:
+    """`slow: 8.1 s, usually 0.9 s`: a verdict's JSON (`SlowVerdict.to_json`) in the ~30
+    columns a console panel has for its reason (which measure, and its p50, is on the panel's
+    latency line); None for JSON that is not a verdict (an attached console reading another
+    version)."""
+    measure, p95, usual = verdict.get("measure"), verdict.get("p95_ms"), verdict.get("baseline_ms")
+    if measure not in MEASURES or not isinstance(p95, int | float) \
+            or not isinstance(usual, int | float):
+        return None
+    return f"slow: {seconds_text(p95)}, usually {seconds_text(usual)}"
 
 
 def recovery_factor(factor: float) -> float:
@@ -88,6 +100,7 @@ class SlowVerdict:
                 f"usually {seconds_text(self.baseline_ms)}")
 
     def to_json(self) -> dict[str, Any]:
+        """Status JSON's `health.slow`; `short_words` says it again in a panel's width."""
         return {"measure": self.measure, "p95_ms": round(self.p95_ms, 1),
                 "baseline_ms": round(self.baseline_ms, 1), "ratio": round(self.ratio, 2),
                 "samples": self.samples, "since": round(self.since, 3)}

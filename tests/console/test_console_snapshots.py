@@ -131,6 +131,22 @@ def broken(engine: Engine, clock: FakeClock) -> list[Event]:
     ]
 
 
+def slow(engine: Engine, clock: FakeClock) -> list[Event]:
+    """grok's live traffic turned slow (issue 30): its streams' first content took 0.9 s for
+    a while, then 8.1 s; the engine's own watch judges both readings."""
+    events = healthy(engine, clock)
+    stats = engine.runtimes["grok"].stats
+    now = clock.wall()
+    for i in range(40):
+        stats.observe_first_content(now - 400 + i, 900.0)
+    engine.slow.judge_all(now - 300)  # the baseline: 0.9 s
+    for i in range(40):
+        stats.observe_first_content(now - 60 + i, 8100.0)
+    engine.slow.judge_all(now)
+    assert engine.slow.names == {"grok"}
+    return events
+
+
 def make_app(scene: Scene, *, read_only: bool = False, profiles: str = PROFILES,
              stats: bool = False
              ) -> tuple[ConsoleApp, Engine, Callable[[Pilot[None]], Awaitable[None]]]:
@@ -174,7 +190,8 @@ def engines() -> Iterator[list[Engine]]:
         asyncio.run(engine.close())
 
 
-@pytest.mark.parametrize("scene", [healthy, degraded, broken], ids=["green", "yellow", "red"])
+@pytest.mark.parametrize("scene", [healthy, degraded, broken, slow],
+                         ids=["green", "yellow", "red", "slow"])
 def test_main_screen(snap_compare: Any, engines: list[Engine], scene: Scene) -> None:
     app, engine, run_before = make_app(scene)
     engines.append(engine)

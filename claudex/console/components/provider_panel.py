@@ -31,6 +31,7 @@ from claudex.console.format import (
 from claudex.console.messages import ProfileSelected
 from claudex.cost_text import cost_words
 from claudex.engine.addons.latency import latency_words
+from claudex.engine.slowness import short_words
 from claudex.window_text import is_rate_limits, window_parts
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
@@ -89,7 +90,11 @@ class ProviderPanel(Vertical):
         if subtitle != self._subtitle:  # (setting it repaints, even to the same text)
             self._subtitle = subtitle
             self.border_subtitle = subtitle
-        reason = escape(safe(str(health.get("reason") or colour), 80))
+        words = str(health.get("reason") or colour)
+        verdict = health.get("slow")
+        if words.startswith("slow: ") and isinstance(verdict, dict):  # live traffic slow
+            words = short_words(verdict) or words
+        reason = escape(safe(words, 80))
         self.status_line.set_text(f"[{variable(colour)}]● [b]{colour}[/][/] {reason}")
         queue = queue_words(profile)
         queue = f" · [b]{queue}[/]" if queue else ""

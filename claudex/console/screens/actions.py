@@ -59,7 +59,7 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "down": "down: connections refused",
     "500": "answer 500 server errors",
     "429": "rate-limit (429, retry after 5 s)",
-    "slow": "answer slowly (2.5 s)",
+    "slow": "answer 1.2 s slower: yellow within a minute",
     "401": "reject the API key (401)",
     "spend": "spend a subscription's plan window (resets in 30 s)",
     "ok": "back to normal",
