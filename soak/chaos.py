@@ -17,6 +17,13 @@ Actions:
                    later): it answers the service's "window spent" 429 without Retry-After
                    (claudex/demo/fake_plans.py), claudex fails over at once and must send it
                    nothing more until T
+    turns_slow     the provider's answers get slower in steps (`SLOW_STEPS_MS` added before
+                   each, 1.5 s apart), stay at the slowest for 6-9 s, and it `recovers`: slow
+                   enough for claudex's watch (engine/slowness.py: p95 3x its own baseline and
+                   over 500 ms, judged every 5 s) to call it slow, and, with `avoid_slow` on,
+                   to start new conversations elsewhere; under the streams' first-byte timeout,
+                   so every answer still comes. While it is slow no other fault mode is set on
+                   it (one would end the spell at once)
 """
 
 from __future__ import annotations
@@ -27,15 +34,19 @@ import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from claudex.demo.fake_plans import Plan
 
 MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("down", 3), ("500", 3), ("529", 3), ("429", 4), ("slow", 3), ("hang", 2), ("cut", 3),
     ("cut_before_content", 3), ("stream_error", 2), ("stall", 2), ("ok", 8), ("rotate", 3),
-    ("trip", 2), ("context_small", 2), ("window_spent", 2),
+    ("trip", 2), ("context_small", 2), ("window_spent", 2), ("turns_slow", 1),
 )
+SLOW_STEPS_MS: Final = (200, 450, 700)
+"""A `turns_slow` spell's latencies: the last is the only one over slowness' 500 ms floor, and
+it stays under the soak's `stream_first_byte_timeout` (1 s)."""
+SLOW_STEP_S: Final = 1.5
 CONTEXT_WINDOW = 200
 """The window a `context_small` fault sets, in the fakes' tokens (a quarter of the body's bytes):
 over the traffic's short prompts (~50), under its long ones (~260). Always the same, so what
@@ -48,13 +59,25 @@ class ChaosAction:
     """Seconds after the soak's start."""
     target: str
     kind: str
-    """A fault mode, "rotate", "trip" or "reset"."""
+    """A fault mode, or one of the actions above ("reset" and "recovers" end a "trip" and a
+    "turns_slow")."""
     settings: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments for `FakeProvider.set_fault` (fault modes only)."""
 
     def describe(self) -> str:
         extra = ", ".join(f"{k}={v}" for k, v in self.settings.items())
         return f"+{self.at:6.2f}s {self.target:<6} {self.kind}" + (f" ({extra})" if extra else "")
+
+
+def fault_of(action: ChaosAction) -> tuple[str, dict[str, Any]]:
+    """The fault mode and `FakeProvider.set_fault` settings an action that sets one means: a
+    fault mode itself, or a step of a `turns_slow` spell ("slow", until changed) and its end
+    ("recovers": "ok")."""
+    if action.kind == "turns_slow":
+        return "slow", {"latency_ms": action.settings["latency_ms"]}
+    if action.kind == "recovers":
+        return "ok", {}
+    return action.kind, action.settings
 
 
 def shrink_context(fake: Any, settings: dict[str, Any]) -> None:
@@ -122,20 +145,25 @@ def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
 
 def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iterator[ChaosAction]:
     """Endless actions, in time order, 0.15–0.8 s apart; a trip is always followed by its reset
-    (0.3–2 s later) before the same breaker is tripped again."""
+    (0.3–2 s later) before the same breaker is tripped again, and a `turns_slow` spell by its
+    steps and its `recovers` before any other fault mode is set on that provider."""
     rng = random.Random(seed)
     kinds = [kind for kind, _ in MODES_WEIGHTED]
     weights = [weight for _, weight in MODES_WEIGHTED]
-    pending_resets: list[ChaosAction] = []
+    pending: list[ChaosAction] = []  # resets and the rest of slow spells, when they are due
     tripped: set[str] = set()
+    slow: set[str] = set()  # providers in a turns_slow spell
     at = 0.5
     while True:
         at += rng.uniform(0.15, 0.8)
-        due = sorted((r for r in pending_resets if r.at <= at), key=lambda r: r.at)
-        for reset in due:
-            pending_resets.remove(reset)
-            tripped.discard(reset.target)
-            yield reset
+        due = sorted((r for r in pending if r.at <= at), key=lambda r: r.at)
+        for action in due:
+            pending.remove(action)
+            if action.kind == "reset":
+                tripped.discard(action.target)
+            elif action.kind == "recovers":
+                slow.discard(action.target)
+            yield action
         target = rng.choice(providers)
         kind = rng.choices(kinds, weights)[0]
         if kind == "rotate":
@@ -144,6 +172,20 @@ def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iter
             if target in tripped:
                 continue
             tripped.add(target)
-            pending_resets.append(ChaosAction(round(at + rng.uniform(0.3, 2.0), 3), target,
-                                              "reset"))
+            pending.append(ChaosAction(round(at + rng.uniform(0.3, 2.0), 3), target, "reset"))
+        if target in slow and kind not in _NOT_MODES:
+            continue  # a fault mode would end the spell
+        if kind == "turns_slow":
+            slow.add(target)
+            for step, latency in enumerate(SLOW_STEPS_MS[1:], start=1):
+                pending.append(ChaosAction(round(at + step * SLOW_STEP_S, 3), target, kind,
+                                           {"latency_ms": latency}))
+            end = at + (len(SLOW_STEPS_MS) - 1) * SLOW_STEP_S + rng.uniform(6.0, 9.0)
+            pending.append(ChaosAction(round(end, 3), target, "recovers"))
+            yield ChaosAction(round(at, 3), target, kind, {"latency_ms": SLOW_STEPS_MS[0]})
+            continue
         yield ChaosAction(round(at, 3), target, kind, _settings(kind, rng))
+
+
+# The actions that set no fault mode on the fake (its `faults.mode` is left as it is).
+_NOT_MODES: Final = frozenset({"rotate", "trip", "context_small", "window_spent"})

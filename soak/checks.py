@@ -172,41 +172,52 @@ def context_relearned(exchanges: Iterable[Exchange]) -> list[str]:
     return problems
 
 
-# What a provider's attempt is called when nothing was sent to it.
-_NOT_SENT = frozenset({"window_spent", "breaker_open", "forced_open", "half_open_busy",
-                       "cooling_down", "round_cap", "reserve", "context_too_small",
-                       "queue_full", "disabled", "misconfigured", "credentials"})
+# What a provider's attempt is called when nothing was sent to it (`slow` included: passed
+# over by `avoid_slow`).
+_NOT_SENT: Final = _NO_UPSTREAM_CALL
 _RESET_MARGIN_S = 1.0  # a reset is said in whole seconds: the last one is not judged
 
 
-def spent_window_resent(exchanges: Iterable[Exchange],
-                        spent: Iterable[tuple[str, float]]) -> list[str]:
+def spent_window_resent(exchanges: Iterable[Exchange], spent: Iterable[tuple[str, float]],
+                        operator_resets: Iterable[tuple[str, float]] = ()) -> list[str]:
     """No request sent to a provider whose spent window the engine knew of: once a request's
     answer said the provider's window was spent (`plan_limit`), a request started after that
-    answer and before the window's reset (`spent`: (provider, reset), monotonic; less the
-    reset's rounding) must pass the provider over unsent (`window_spent`)."""
+    answer and before the reset of the spell that refused it (`spent`: (provider, reset),
+    monotonic; less the reset's rounding) must pass the provider over unsent (`window_spent`)
+    — unless an operator reset that provider meanwhile (`operator_resets`: (provider, when the
+    reset was asked), monotonic): a reset ends the spent window's mark too
+    (docs/subscriptions.md), and the next request may try the plan again."""
     resets = sorted(spent, key=lambda s: s[1])
+    by_operator = sorted(operator_resets, key=lambda s: s[1])
     ordered = sorted(exchanges, key=lambda e: e.started)
-    known: list[tuple[str, float, float]] = []  # (provider, known from, reset)
+    known: list[tuple[str, float, float]] = []  # (provider, known from, known until)
     for ex in ordered:
         if ex.status is None:
             continue
         for provider, outcome in attempt_tokens(ex):
             if outcome != "plan_limit":
                 continue
-            reset = next((r for p, r in resets if p == provider and r > ex.ended), None)
-            if reset is not None:
-                known.append((provider, ex.ended, reset))
+            # The spell that refused it: the first to reset after the request started (its
+            # answer may end after that reset, and another spell may have begun by then:
+            # that one was not what this request was told).
+            reset = next((r for p, r in resets if p == provider and r > ex.started), None)
+            if reset is None:
+                continue
+            until = reset - _RESET_MARGIN_S
+            ended = next((t for p, t in by_operator if p == provider and t > ex.ended), None)
+            if ended is not None:
+                until = min(until, ended)
+            known.append((provider, ex.ended, until))
     problems: list[str] = []
     for ex in ordered:
         for provider, outcome in attempt_tokens(ex):
             if outcome in _NOT_SENT:
                 continue
-            for name, since, reset in known:
-                if name == provider and since < ex.started < reset - _RESET_MARGIN_S:
+            for name, since, until in known:
+                if name == provider and since < ex.started < until:
                     problems.append(
                         f"request {ex.spec.id}: sent to {provider} ({outcome}), whose window "
                         f"claudex knew was spent {1000 * (ex.started - since):.0f} ms before "
-                        f"(reset {reset - ex.started:.1f} s later)")
+                        f"(known spent for {until - ex.started:.1f} s more)")
                     break
     return problems

@@ -41,7 +41,7 @@ import httpx
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
 from claudex.demo.world import free_port
-from soak.chaos import ChaosAction, schedule, shrink_context, spend_window
+from soak.chaos import ChaosAction, fault_of, schedule, shrink_context, spend_window
 from soak.checks import BAD_OUTCOMES, judge
 from soak.traffic import Exchange, drive
 from soak.world import KEYS, OAUTH_PROVIDER, PROVIDERS, Limits, config_text, write_credentials
@@ -364,7 +364,8 @@ class FleetSoak:
         elif action.kind == "window_spent":
             spend_window(fake, action.settings)
         else:
-            fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
+            mode, settings = fault_of(action)
+            fake.set_fault(mode, **settings)  # type: ignore[arg-type]
 
     async def _redis_restarts(self) -> None:
         while True:

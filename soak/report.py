@@ -38,6 +38,10 @@ def summary_table(report: SoakReport) -> Table:
     table.add_row("OAuth refreshes", f"{report.refreshes:,}")
     table.add_row("spent plan windows", f"{report.windows['plan_limit']:,} refused, "
                   f"{report.windows['window_spent']:,} passed over unsent")
+    slow = report.slowness
+    table.add_row("slow (live traffic against its own usual)",
+                  f"{slow['slow']:,} judged slow, {slow['recovered']:,} recovered, "
+                  f"{slow['passed over']:,} attempts passed over (avoid_slow)")
     table.add_row("latency p50 / p99 / max",
                   f"{report.percentile_ms(0.5):.1f} / {report.percentile_ms(0.99):.1f} / "
                   f"{max(report.latencies_ms, default=0.0):.1f} ms")

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from soak.breaker_model import FORCED_OPEN, BreakerModel, Transition
-from soak.chaos import ChaosAction, schedule, shrink_context, spend_window
+from soak.chaos import ChaosAction, fault_of, schedule, shrink_context, spend_window
 from soak.checks import (
     BAD_OUTCOMES,
     Verdict,
@@ -73,6 +73,9 @@ class SoakReport:
     # Attempts at a spent plan window: `plan_limit` (its 429, once per spell) and
     # `window_spent` (passed over unsent until the reset).
     windows: Counter[str] = field(default_factory=Counter)
+    # The slow watch's verdicts (events of kind "slow": slow, recovered, lapsed) and the
+    # attempts `avoid_slow` passed over for a healthy provider (`slow`).
+    slowness: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     rss_mb: tuple[float, float] = (0.0, 0.0)
     fds: tuple[int, int] = (0, 0)
@@ -102,7 +105,7 @@ class SoakReport:
             "error_statuses": {str(k): v for k, v in sorted(self.error_statuses.items())},
             "transitions": dict(self.transitions),
             "chaos_actions": dict(self.actions), "oauth_refreshes": self.refreshes,
-            "spent_windows": dict(self.windows),
+            "spent_windows": dict(self.windows), "slowness": dict(self.slowness),
             "p50_ms": round(self.percentile_ms(0.5), 2),
             "p99_ms": round(self.percentile_ms(0.99), 2),
             "max_ms": round(max(self.latencies_ms, default=0.0), 2),
@@ -121,6 +124,7 @@ class _Soak:
         self.exchanges: list[Exchange] = []
         self.trips_done = 0
         self.spent: list[tuple[str, float]] = []  # (provider, reset) of window_spent faults
+        self.resets: list[tuple[str, float]] = []  # (provider, asked at) of operator resets
         self.connected = asyncio.Event()
         limits = plan.limits
         self.model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
@@ -215,6 +219,8 @@ class _Soak:
             fake.faults.valid_tokens = {f"soak-access-{n}"}
         elif action.kind in ("trip", "reset"):
             assert self.admin is not None
+            if action.kind == "reset":  # it ends a spent window's mark too
+                self.resets.append((action.target, time.monotonic()))
             resp = await self.admin.post(f"/_claudex/breakers/{action.target}/{action.kind}")
             if resp.status_code != 200:
                 self.report.violations.append(f"{action.kind} {action.target}: {resp.status_code}")
@@ -225,7 +231,8 @@ class _Soak:
         elif action.kind == "window_spent":
             self.spent.append((action.target, spend_window(fake, action.settings)))
         else:
-            fake.set_fault(action.kind, **action.settings)  # type: ignore[arg-type]
+            mode, settings = fault_of(action)
+            fake.set_fault(mode, **settings)  # type: ignore[arg-type]
 
     async def _heal(self) -> None:
         for fake in self.world.fakes.values():
@@ -242,7 +249,7 @@ class _Soak:
 
     async def _collect_events(self) -> None:
         assert self.admin is not None
-        async with self.admin.stream("GET", "/_claudex/events?kinds=breaker,refresh",
+        async with self.admin.stream("GET", "/_claudex/events?kinds=breaker,refresh,slow",
                                      timeout=None) as resp:
             async for line in resp.aiter_lines():
                 if line.startswith(": connected"):
@@ -252,6 +259,10 @@ class _Soak:
                 event = json.loads(line[6:])
                 if event["kind"] == "refresh":
                     self.report.refreshes += 1
+                elif event["kind"] == "slow":
+                    data = event.get("data") or {}
+                    self.report.slowness["slow" if data.get("slow") else
+                                         str(data.get("change", "recovered"))] += 1
                 elif event["kind"] == "breaker":
                     transition = Transition.from_event(event)
                     self.model.feed(transition)
@@ -303,6 +314,8 @@ class _Soak:
             for _, token in attempt_tokens(ex):
                 if token in ("plan_limit", "window_spent"):
                     report.windows[token] += 1
+                elif token == "slow":
+                    report.slowness["passed over"] += 1
             if verdict.outcome == "error" and ex.status is not None:
                 report.error_statuses[ex.status] += 1
             if verdict.outcome in BAD_OUTCOMES:
@@ -313,7 +326,8 @@ class _Soak:
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
         report.violations.extend(context_relearned(self.exchanges))
-        report.violations.extend(spent_window_resent(self.exchanges, self.spent))
+        report.violations.extend(spent_window_resent(self.exchanges, self.spent,
+                                                     self.resets))
         rss_growth = report.rss_mb[1] - report.rss_mb[0]
         if rss_growth > RSS_GROWTH_LIMIT_MB:
             report.violations.append(f"RSS grew {rss_growth:.1f} MB (limit {RSS_GROWTH_LIMIT_MB})")

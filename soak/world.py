@@ -101,6 +101,7 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         f"interval_seconds = {limits.health_interval}",
         f"timeout_seconds = {limits.read_timeout}",
         "degraded_latency_ms = 500",
+        "avoid_slow = true  # a turns_slow fault: new conversations start elsewhere meanwhile",
     ]
     for name, protocol in PROVIDERS:
         fake = fakes[name]

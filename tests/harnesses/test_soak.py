@@ -206,6 +206,42 @@ def test_a_request_sent_to_a_plan_known_spent_is_a_violation() -> None:
     assert len(problems) == 2
     assert "sent to alpha (plan_limit), whose window claudex knew was spent 2990 ms" in \
         problems[0]
+    # An operator's reset ends the mark (docs/subscriptions.md): the plan may be tried again,
+    # and what that try is told is known from then on.
+    [problem] = spent_window_resent([told, again, served], spent, [("alpha", 3.5)])
+    assert "sent to alpha (200), whose window claudex knew was spent 990 ms" in problem
+    assert len(spent_window_resent([told, again, served], spent, [("beta", 3.5)])) == 2
+    # Told by a spell that reset before the answer ended (it failed over slowly), while
+    # another spell began: what the next one meets is the new spell, which claudex was not told.
+    slow_told = at(11.0, "alpha:plan_limit,beta:200")
+    slow_told.ended = 12.5
+    two_spells = [("alpha", 10.0), ("alpha", 12.0), ("alpha", 16.0)]
+    assert spent_window_resent([slow_told, at(12.6, "alpha:plan_limit,beta:200")],
+                               two_spells) == []
+    # Passed over as slow (`avoid_slow`): nothing was sent.
+    assert spent_window_resent([told, at(4.0, "alpha:slow,beta:200")], spent) == []
+
+
+def test_a_slow_spell_steps_up_and_recovers_with_no_other_fault_mode_meanwhile() -> None:
+    from soak.chaos import _NOT_MODES, SLOW_STEPS_MS, fault_of
+
+    actions = list(itertools.islice(schedule(3, ("alpha", "beta", "gamma"), "alpha"), 1500))
+    assert [a.at for a in actions] == sorted(a.at for a in actions)
+    spells: dict[str, list[float]] = {}
+    done = 0
+    for action in actions:
+        steps = spells.get(action.target)
+        if action.kind == "turns_slow":
+            steps = spells.setdefault(action.target, [])
+            steps.append(action.settings["latency_ms"])
+            assert fault_of(action) == ("slow", {"latency_ms": steps[-1]})
+        elif action.kind == "recovers":
+            assert steps == list(SLOW_STEPS_MS) and fault_of(action) == ("ok", {})
+            del spells[action.target]
+            done += 1
+        elif steps is not None:
+            assert action.kind in _NOT_MODES | {"reset"}, action.describe()
+    assert done >= 3
 
 
 def test_the_schedule_spends_windows_and_the_fake_refuses_until_the_reset() -> None:
