@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.fake_replies import Protocol
 from claudex.demo.scripted import script_prompt
@@ -200,6 +201,26 @@ class World:
                            "-X", "POST", f"{root}/_fake/fault",
                            "-H", "content-type: application/json",
                            "-d", json.dumps({"mode": mode})])
+
+    @staticmethod
+    def spend_command(fake: FakeProvider, seconds: float) -> str:
+        """A shell command spending `fake`'s plan window, resetting in `seconds`."""
+        root = fake.base_url.removesuffix("/v1")
+        return shlex.join(["curl", "-sf", "-o", "/dev/null", "-w", "plan spent: %{http_code}",
+                           "-X", "POST", f"{root}/_fake/plan",
+                           "-H", "content-type: application/json",
+                           "-d", json.dumps({"spend_s": seconds})])
+
+    async def subscription(self) -> tuple[FakeProvider, FakeProvider]:
+        """A Claude subscription `sub` (a fake plan sending the unified headers) with `anth2`
+        behind it, served."""
+        sub = await self.fake("sub", "anthropic")
+        backup = await self.fake("anth2", "anthropic")
+        sub.plan = Plan.claude()
+        self.profile("sub", sub, backups=["anth2"])
+        self.profile("anth2", backup)
+        await self.serve()
+        return sub, backup
 
     # ------------------------------------------------------------ Claude Code
 

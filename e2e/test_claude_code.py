@@ -10,9 +10,7 @@ changes the world mid-session (a fault switched on at the primary, the primary b
 from __future__ import annotations
 
 import json
-import shlex
 
-from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_responses import ChatGPTRules
 from e2e.checks import (
     assert_anthropic_upstream,
@@ -242,16 +240,8 @@ async def test_a_subscription_spent_mid_session_continues_on_the_backup_and_come
     a Bash step spends its 5-hour window, resetting 8 s later. The next turns are served by
     the backup with no error shown (one 429 at the plan, none of its retries); a later Bash
     step waits past the reset and the plan serves the end of the session by itself."""
-    sub = await world.fake("sub", "anthropic")
-    backup = await world.fake("anth2", "anthropic")
-    sub.plan = Plan.claude()
-    world.profile("sub", sub, backups=["anth2"])
-    world.profile("anth2", backup)
-    await world.serve()
-    root = sub.base_url.removesuffix("/v1")
-    spend = shlex.join(["curl", "-sf", "-o", "/dev/null", "-w", "plan spent: %{http_code}",
-                        "-X", "POST", f"{root}/_fake/plan", "-H",
-                        "content-type: application/json", "-d", '{"spend_s": 8}'])
+    sub, backup = await world.subscription()
+    spend = world.spend_command(sub, 8)
     run = await world.claude([
         ("Bash", spend),                       # turn 1 at sub; from here its window is spent
         ("Write", str(world.proof_path())),    # turn 2: sub's 429, the backup serves
@@ -263,7 +253,7 @@ async def test_a_subscription_spent_mid_session_continues_on_the_backup_and_come
     assert "limit" not in run.stdout.lower() and "error" not in run.stdout.lower(), why
     assert served_by(world) == ["sub", "anth2", "anth2", "sub"], why
     assert [r.status for r in sub.requests] == [200, 429, 200], why  # one request while spent
-    assert sub.plan.refused == 1, why
+    assert sub.plan is not None and sub.plan.refused == 1, why
     assert_no_refusals(world, allowed={("sub", 429)})
     assert world.proxy_attempts() == [], why
     trails = [r.attempts for r in world.served.requests()] if world.served else []
@@ -278,16 +268,8 @@ async def test_the_operators_reset_ends_a_spent_window_mid_session(world: World)
     runs `claudex reset sub` (issue 30). The plan, still spent, gets exactly one request after
     the reset, which marks it again; the backup serves every turn from the spend on, and
     Claude Code sees no error."""
-    sub = await world.fake("sub", "anthropic")
-    backup = await world.fake("anth2", "anthropic")
-    sub.plan = Plan.claude()
-    world.profile("sub", sub, backups=["anth2"])
-    world.profile("anth2", backup)
-    await world.serve()
-    root = sub.base_url.removesuffix("/v1")
-    spend = shlex.join(["curl", "-sf", "-o", "/dev/null", "-w", "plan spent: %{http_code}",
-                        "-X", "POST", f"{root}/_fake/plan", "-H",
-                        "content-type: application/json", "-d", '{"spend_s": 3600}'])
+    sub, backup = await world.subscription()
+    spend = world.spend_command(sub, 3600)
     run = await world.claude([
         ("Bash", spend),                              # turn 1 at sub; then spent for an hour
         ("Write", str(world.proof_path())),           # turn 2: sub's 429, the backup serves

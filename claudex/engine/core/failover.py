@@ -62,6 +62,21 @@ from claudex.providers.validation import error_body as request_error_body
 log = logging.getLogger("claudex.engine")
 
 
+
+def _passed_over(core: EngineCore, flow: Flow, rt: ProviderRuntime | None, skipped: Attempt,
+                 wait: float | None = None) -> None:
+    """A provider passed over unsent (breaker, window, reserve, slow ...): its line in the
+    trail (`wait`: when it could serve again), and the `attempt_ended` hooks told of it."""
+    flow.trail.skip(skipped, wait)
+    if rt is None:
+        return
+    for hook in core.hooks.attempt_ended:
+        try:
+            hook(flow, rt, skipped, None)
+        except Exception:
+            addon_failed(hook)
+
+
 def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
     if rt is None:
         return "no such profile"
@@ -349,13 +364,7 @@ class Forwarder:
                 skipped = Attempt(name, reason, message=too_small if reason ==
                                   "context_too_small" else _skip_message(rt, reason, now),
                                   pool=pool_of.get(name) if pool_of else None)
-                trail.skip(skipped, _skip_wait(rt, reason, now, core.wall))
-                if rt is not None:
-                    for hook in core.hooks.attempt_ended:
-                        try:
-                            hook(flow, rt, skipped, None)
-                        except Exception:
-                            addon_failed(hook)
+                _passed_over(core, flow, rt, skipped, _skip_wait(rt, reason, now, core.wall))
                 continue
             tried += 1
             ledger = Ledger(rt, permit, flow, core)
@@ -414,12 +423,7 @@ class Forwarder:
         skipped = Attempt(rt.name, "reserve", message=(
             f"{top.name} {top.used:.0%} used: new conversations keep its reserve "
             f"({rt.profile.reserve:.0%}) for direct use"))
-        flow.trail.skip(skipped)
-        for hook in self.core.hooks.attempt_ended:
-            try:
-                hook(flow, rt, skipped, None)
-            except Exception:
-                addon_failed(hook)
+        _passed_over(self.core, flow, rt, skipped)
         return [*names[1:], names[0]]
 
     def _around_slow(self, req: ProxyRequest, flow: Flow, way: Way, names: list[str],
@@ -458,14 +462,9 @@ class Forwarder:
             rt = runtimes.get(name)
             if rt is None or rt.slowness.verdict is None:
                 continue
-            skipped = Attempt(name, "slow", message=rt.slowness.verdict.words(),
-                              pool=way.pool_of.get(name) if way.pool_of else None)
-            flow.trail.skip(skipped)
-            for hook in self.core.hooks.attempt_ended:
-                try:
-                    hook(flow, rt, skipped, None)
-                except Exception:
-                    addon_failed(hook)
+            _passed_over(self.core, flow, rt, Attempt(
+                name, "slow", message=rt.slowness.verdict.words(),
+                pool=way.pool_of.get(name) if way.pool_of else None))
         return [n for n in names if n not in avoided] + [n for n in names if n in avoided]
 
     # -- one provider --------------------------------------------------------------------------

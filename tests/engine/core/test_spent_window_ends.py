@@ -20,26 +20,11 @@ from claudex.demo.world import free_port
 from tests.cli.test_cli import claudex
 from tests.conftest import GLOBALS, anthropic_body, build_config, profile_toml
 from tests.engine.core.test_plan_windows import subscription
-from tests.engine.credentials.test_proxy_oauth import write_credentials
+from tests.engine.credentials.test_proxy_oauth import oauth_profile, write_credentials
 from tests.serve_world import serving
 
 ANTHROPIC = {"anthropic-version": "2023-06-01"}
 SPENT_WORDS = "5-hour window no longer treated as spent"
-
-
-def plan_profile(fake: Any, creds: Path, token_url: str) -> str:
-    """A Claude subscription read from a credentials file, with `backup` behind it."""
-    return f"""
-[[profiles]]
-name = "sub"
-provider_type = "DirectAnthropic"
-base_url = "{fake.base_url}"
-auth_type = "oauth"
-oauth_provider = "claude"
-credentials_file = "{creds}"
-token_url = "{token_url}"
-backup_providers = ["backup"]
-"""
 
 
 @pytest.fixture
@@ -55,7 +40,8 @@ async def served(fakes: Any, tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
     async with FakeTokenServer() as tokens:
         path.write_text(GLOBALS.replace("[proxy]", f'[proxy]\nport = {port}\n'
                                         'default_profile = "sub"')
-                        + plan_profile(sub, creds, tokens.token_url)
+                        + oauth_profile(sub, creds, tokens.token_url, name="sub",
+                                        extra='backup_providers = ["backup"]')
                         + profile_toml("backup", f["backup"]))
         path.chmod(0o600)
         async with serving(path, port) as client:

@@ -23,16 +23,18 @@ def write_credentials(path: Path, access: str, refresh: str | None = "refresh-1"
     path.chmod(0o600)
 
 
-def oauth_profile(fake: Any, creds: Path, token_url: str) -> str:
+def oauth_profile(fake: Any, creds: Path, token_url: str, *, name: str = "claude-oauth",
+                  extra: str = "") -> str:
     return f"""
 [[profiles]]
-name = "claude-oauth"
+name = "{name}"
 provider_type = "DirectAnthropic"
 base_url = "{fake.base_url}"
 auth_type = "oauth"
 oauth_provider = "claude"
 credentials_file = "{creds}"
 token_url = "{token_url}"
+{extra}
 """
 
 
