@@ -288,7 +288,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         # The engine masks secrets itself; masking again covers an engine of another version.
         print(SCRUBBER.text(json.dumps(data, indent=2)))
         return 0
-    from claudex.status_table import render_status
+    from claudex.text.status import render_status
 
     render_status(data)
     return 0
@@ -320,7 +320,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     if args.json:
         print(SCRUBBER.text(json.dumps(data, indent=2)))
         return 0
-    from claudex.history_text import history_lines
+    from claudex.text.history import history_lines
 
     lines = history_lines(data)
     for line in lines:
@@ -332,7 +332,7 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 def _print_request_detail(data: dict[str, Any], request_id: str, *, as_json: bool) -> int:
     """`claudex history --id`: the request's detail, as the console's detail screen shows it."""
-    from claudex.history_text import detail_lines
+    from claudex.text.history import detail_lines
 
     found = [r for r in data.get("requests") or [] if r.get("request_id") == request_id]
     if not found:
@@ -391,7 +391,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
         return 0
-    from claudex.usage_text import render_usage
+    from claudex.text.usage import render_usage
 
     render_usage(report)
     return 0

@@ -16,8 +16,9 @@ from typing import Any
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.events import Event
 from claudex.engine.history.journal import outcome_of
-from claudex.history_text import record_from_event
 from claudex.logs import REDACTOR
+from claudex.text.history import record_from_event
+from claudex.text.usage import compact_count
 
 TimeText = Callable[[float], str]
 
@@ -124,14 +125,6 @@ def counts_words(stats: Mapping[str, Any]) -> str:
     return text
 
 
-def compact_count(n: int) -> str:
-    """1234 -> 1.2k, 3400000 -> 3.4M: a panel has room for a few characters."""
-    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
 def token_words(profile: Mapping[str, Any]) -> str:
     """` · 1.2k/340 tok` (in/out), once the provider has answered with usage: the panel's
     counts line has room for little more. In is the whole input, cache reads and writes
@@ -209,7 +202,7 @@ class RequestRow:
 
     @property
     def record(self) -> Mapping[str, Any]:
-        """The request in a journal row's shape (`history_text.record_from_event`)."""
+        """The request in a journal row's shape (`claudex.text.history.record_from_event`)."""
         return record_from_event(self.event) if self.event is not None else self.data
 
     @property

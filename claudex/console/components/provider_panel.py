@@ -29,10 +29,10 @@ from claudex.console.format import (
     token_words,
 )
 from claudex.console.messages import ProfileSelected
-from claudex.cost_text import cost_words
 from claudex.engine.addons.latency import latency_words
 from claudex.engine.slowness import short_words
-from claudex.window_text import is_rate_limits, window_parts
+from claudex.text.cost import cost_words
+from claudex.text.windows import is_rate_limits, window_parts
 
 STATE_CLASSES = frozenset({"-green", "-yellow", "-red", "-selected"})
 

@@ -16,9 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from claudex.console.format import compact_count, safe, state_label
-from claudex.cost_text import cost_cell
-from claudex.window_text import window_cell
+from claudex.console.format import safe, state_label
+from claudex.text.cost import cost_cell
+from claudex.text.usage import compact_count
+from claudex.text.windows import window_cell
 
 MISSING: Final = "—"
 ERROR_MINUTES: Final = 5  # the error % column: this many newest minutes (the current one too)
@@ -125,7 +126,7 @@ class TableRow:
     ttfc_ms: float | None
     ttfc_p95_ms: float | None
     tokens_per_min: float | None
-    cost: str            # what its tokens cost at API prices (cost_text.cost_cell)
+    cost: str            # what its tokens cost at API prices (text/cost.py `cost_cell`)
     window: str          # its plan's fullest quota window, `5h 42%` ("": no plan windows)
     window_warned: bool  # that window is past its warning threshold, or spent: yellow
     minutes_requests: tuple[int, ...] | None

@@ -1,9 +1,10 @@
 """Enter on a request row: the request in full — who asked for what by which route, what it
 cost, and every attempt with its timings, the model and cap it was sent with, the breaker state
 it met and what the upstream said; then the client's headers as received (values off the header
-policy's allow-list masked by the engine, and by `history_text` again; nothing is ever unmasked).
+policy's allow-list masked by the engine, and by `claudex.text.history` again; nothing is ever
+unmasked).
 
-The same fields as `claudex history --id` (claudex/history_text.py builds both); escape returns
+The same fields as `claudex history --id` (claudex/text/history.py builds both); escape returns
 to the log as it was left (the log is not touched while this screen is up)."""
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from textual.widgets import Footer, Static
 
 from claudex.console.format import TimeText, local_time_text, safe
 from claudex.engine.core.request import SKIP_OUTCOMES
-from claudex.history_text import (
+from claudex.text.history import (
     ATTEMPT_COLUMNS,
     ATTEMPT_LEGEND,
     NONE,

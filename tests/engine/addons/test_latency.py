@@ -33,7 +33,7 @@ from claudex.engine.core.hooks import Flow, call_each
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.engine import Engine
-from claudex.status_table import render_status
+from claudex.text.status import render_status
 from tests.conftest import TEST_ENV, anthropic_body, build_config, profile_toml
 from tests.server.test_admin_api import two
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from claudex.cost_text import cost_cell, cost_words, usd_text
 from claudex.engine.addons.prices import PriceTable
 from claudex.engine.core.usage import Usage
+from claudex.text.cost import cost_cell, cost_words, usd_text
 
 ANTHROPIC = "https://api.anthropic.com"
 LOCAL = "http://127.0.0.1:9"  # a fake provider: no API address to go by, the model decides
@@ -132,7 +132,7 @@ def test_cost_words() -> None:
 def test_claudex_status_shows_the_cost_and_says_what_it_is() -> None:
     from rich.console import Console
 
-    from claudex.status_table import render_status
+    from claudex.text.status import render_status
 
     def profile(name: str, usd: float | None, unpriced: int, basis: str) -> dict[str, Any]:
         return {"name": name, "provider_type": "DirectAnthropic", "health": {"color": "green"},

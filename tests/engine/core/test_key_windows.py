@@ -11,7 +11,7 @@ from typing import Any
 
 from claudex.demo.fake_ratelimits import Bucket, RateLimits
 from claudex.engine.history.journal import Journal
-from claudex.window_text import window_words
+from claudex.text.windows import window_words
 from tests.conftest import build_config, openai_body, profile_toml
 from tests.engine.core.test_plan_windows import Wall, profile_status
 

@@ -22,7 +22,7 @@ from claudex.engine.history.query import (
     parse_query,
     read_history,
 )
-from claudex.history_text import detail_lines, history_lines, record_from_event
+from claudex.text.history import detail_lines, history_lines, record_from_event
 from tests.cli.test_cli import claudex
 from tests.conftest import TEST_ENV, build_config
 

@@ -21,7 +21,7 @@ from claudex.demo.world import free_port
 from claudex.engine.events import Event, EventBus
 from claudex.engine.history.journal import Journal, outcome_of
 from claudex.engine.history.query import HistoryQuery, HistoryQueryError, parse_query, read_history
-from claudex.status_table import render_status
+from claudex.text.status import render_status
 from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, anthropic_body, build_config, profile_toml
 from tests.server.test_admin_api import two

@@ -17,7 +17,7 @@ from claudex.cli import main
 from claudex.engine.events import Event, EventBus
 from claudex.engine.history.journal import Journal, open_database
 from claudex.engine.history.usage_report import read_usage
-from claudex.usage_text import summary
+from claudex.text.usage import summary
 
 DAY = 86400.0
 

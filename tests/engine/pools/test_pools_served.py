@@ -215,7 +215,7 @@ async def test_claudex_status_shows_each_pool_with_its_members(serve: Served) ->
 
     from rich.console import Console
 
-    from claudex.status_table import render_status
+    from claudex.text.status import render_status
 
     world = await serve(STICKY)
     client = world["client"]

@@ -16,7 +16,7 @@ import pytest
 
 from claudex.console.format import record_row
 from claudex.demo.world import free_port
-from claudex.history_text import detail_fields
+from claudex.text.history import detail_fields
 from tests.cli.test_cli import spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, profile_toml
 

@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from claudex.cost_text import usd_text
 from claudex.engine.events import Event
 from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of
 from claudex.engine.secrets import SCRUBBER
+from claudex.text.cost import usd_text
 
 NONE: Final = "—"
 # The attempt table's headings, in `attempt_cells` order (short, so it fits 100 columns), and

@@ -10,8 +10,8 @@ from rich.console import Console
 from claudex.console.components.provider_panel import window_markup
 from claudex.console.components.table_rows import table_row
 from claudex.providers.windows import clock_text
-from claudex.status_table import render_status
-from claudex.window_text import window_cell, window_parts, window_words
+from claudex.text.status import render_status
+from claudex.text.windows import window_cell, window_parts, window_words
 
 NOW = time.time()
 RESET = NOW + 3600

@@ -9,12 +9,19 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from claudex.console.format import compact_count
-from claudex.cost_text import usd_text
 from claudex.engine.history.usage_report import UsageReport, UsageRow
-from claudex.status_table import console_for_output
+from claudex.text.cost import usd_text
+from claudex.text.status import console_for_output
 
 _KEY_HEADING = {"day": "day", "profile": "profile (served)", "model": "model (asked)"}
+
+
+def compact_count(n: int) -> str:
+    """1234 -> 1.2k, 3400000 -> 3.4M: a panel has room for a few characters."""
+    for size, unit in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
 
 
 def _day(epoch: float) -> str:

@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from claudex.cost_text import cost_cell
 from claudex.engine.addons.latency import latency_cell
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.secrets import SCRUBBER
-from claudex.window_text import window_parts
+from claudex.text.cost import cost_cell
+from claudex.text.windows import window_parts
 
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
