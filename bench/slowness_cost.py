@@ -1,4 +1,5 @@
-"""What "slow is yellow" costs (engine/slowness.py, engine/slow_watch.py; issue 30), in-process:
+"""What "slow is yellow" costs (engine/health/slowness.py, engine/health/slow_watch.py; issue 30),
+in-process:
 
     python -m bench.slowness_cost [--providers 20] [--records 200000] [--rounds 200] [--json]
 

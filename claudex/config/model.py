@@ -57,8 +57,8 @@ class HealthSettings:
     interval_seconds: float = 30.0
     timeout_seconds: float = 10.0
     degraded_latency_ms: float = 3000.0
-    # Slow from real traffic (engine/slowness.py): a recent p95 this many times the provider's
-    # usual one, over at least `slow_min_samples` answers, turns it yellow; 0: never.
+    # Slow from real traffic (engine/health/slowness.py): a recent p95 this many times the
+    # provider's usual one, over at least `slow_min_samples` answers, turns it yellow; 0: never.
     slow_factor: float = 3.0
     slow_min_samples: int = 20
     # New conversations (and a pool's new bindings) prefer providers that are not slow.

@@ -51,16 +51,16 @@ from claudex.engine.core.transport import AiohttpTransport, Transport
 from claudex.engine.core.usage import TokenTotals
 from claudex.engine.credentials.cache import Credentials
 from claudex.engine.events import Event, EventBus
-from claudex.engine.health import HealthChecker
+from claudex.engine.health.probes import HealthChecker
+from claudex.engine.health.slow_watch import SlowWatch
+from claudex.engine.health.slowness import EVAL_S as SLOW_EVAL_S
+from claudex.engine.health.spent_windows import CHECK_S as SPENT_CHECK_S
+from claudex.engine.health.spent_windows import CredentialWatch, end_spent, operator_reset
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 from claudex.engine.secrets import SCRUBBER, config_secrets
-from claudex.engine.slow_watch import SlowWatch
-from claudex.engine.slowness import EVAL_S as SLOW_EVAL_S
-from claudex.engine.spent_windows import CHECK_S as SPENT_CHECK_S
-from claudex.engine.spent_windows import CredentialWatch, end_spent, operator_reset
 
 if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
     from claudex.engine.addons.traces import TracesAddon
@@ -95,10 +95,10 @@ class Engine:
         `router_timeout`: how long `[router]`'s classifier may take (DESIGN.md: 2 s).
         `prices_apart`: the config's models priced at start by a child process, so that this
         one does not import genai-prices for them (`claudex serve`: addons/price_sheet.py).
-        `judge_slowness_every`: seconds between the slow watch's rounds (engine/slowness.py),
+        `judge_slowness_every`: seconds between the slow watch's rounds (engine/health/slowness.py),
         in real time; None: no rounds of its own (a test calls `slow.judge_all` itself).
         `check_credentials_every`: seconds between looks at spent plans' credentials
-        (engine/spent_windows.py); None: none (a test calls `spent_credentials.check`)."""
+        (engine/health/spent_windows.py); None: none (a test calls `spent_credentials.check`)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -154,7 +154,7 @@ class Engine:
         self.bindings = Bindings(clock)
         self.pools: PoolBalancer | None = None
         self.pool_shares: PoolsAddon | None = None
-        # Slow is yellow (engine/slowness.py): judged off the request path every few seconds;
+        # Slow is yellow (engine/health/slowness.py): judged off the request path every few seconds;
         # with `[health] avoid_slow` the core and the pools read `slow.avoided`.
         self.slow = SlowWatch(lambda: self.runtimes, lambda: self.config.health, wall,
                               self.events.publish)
@@ -438,7 +438,7 @@ class Engine:
 
     def reset_provider(self, name: str) -> list[str] | None:
         """The operator's last word on `name`: its breaker closed and cleared, its cooldown and
-        a spent plan window ended (engine/spent_windows.py), everywhere in a fleet; one event
+        a spent plan window ended (engine/health/spent_windows.py), everywhere in a fleet; one event
         says what it ended. What it ended, in words; None when there is no such profile."""
         rt = self.runtimes.get(name)
         if rt is None:
@@ -487,7 +487,7 @@ class Engine:
 
     def _new_credentials_end_spent(self, rt: ProviderRuntime) -> None:
         """A profile's credentials changed in its config: perhaps another account, so a spent
-        window is no longer known to hold (engine/spent_windows.py)."""
+        window is no longer known to hold (engine/health/spent_windows.py)."""
         words = end_spent(rt, self.wall())
         if words is not None:
             message = f"{rt.name}: new credentials in the config ({words})"

@@ -111,7 +111,7 @@ def create_app(
         breaker = engine.runtimes[name].status_json(engine.clock(), 0.0, engine.wall())["breaker"]
         answer = {"name": name, "breaker": breaker["state"], "reason": breaker["reason"],
                   "until": breaker["until"], "retry_in_s": breaker["retry_in_s"]}
-        if ended is not None:  # a reset: what it ended, in words (engine/spent_windows.py)
+        if ended is not None:  # a reset: what it ended, in words (engine/health/spent_windows.py)
             answer["ended"] = ended
         return JSONResponse(answer)
 

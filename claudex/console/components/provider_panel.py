@@ -30,7 +30,7 @@ from claudex.console.format import (
 )
 from claudex.console.messages import ProfileSelected
 from claudex.engine.addons.latency import latency_words
-from claudex.engine.slowness import short_words
+from claudex.engine.health.slowness import short_words
 from claudex.text.cost import cost_words
 from claudex.text.windows import is_rate_limits, window_parts
 

@@ -4,8 +4,8 @@ query") and the URL's query string (`with_query`).
 
 Kept apart from `claudex.engine.core.exchange` because this is policy read off the profile and the
 client's headers alone, with no request body and no protocol translation: health probes
-(`claudex.engine.health`) send the same headers without an exchange, and DESIGN.md's rules for
-models and headers are all in this one module.
+(`claudex.engine.health.probes`) send the same headers without an exchange, and DESIGN.md's rules
+for models and headers are all in this one module.
 """
 
 from __future__ import annotations

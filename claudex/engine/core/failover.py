@@ -428,7 +428,7 @@ class Forwarder:
 
     def _around_slow(self, req: ProxyRequest, flow: Flow, way: Way, names: list[str],
                      avoided: frozenset[str]) -> list[str]:
-        """`[health] avoid_slow` and the first to try is slow (engine/slowness.py): a new
+        """`[health] avoid_slow` and the first to try is slow (engine/health/slowness.py): a new
         conversation (a pool's new binding, a later turn of a conversation that started so)
         starts on the healthy ones, the slow ones after them in their order. One under way
         on the slow provider stays where its prompt cache is, and with nothing healthy able

@@ -41,7 +41,7 @@ each time the cached content is used")."""
 
 
 class SlowSource(Protocol):
-    """The engine's slow watch (engine/slow_watch.py): the members new bindings avoid."""
+    """The engine's slow watch (engine/health/slow_watch.py): the members new bindings avoid."""
 
     avoided: frozenset[str]
 

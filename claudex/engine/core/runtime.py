@@ -13,7 +13,7 @@ from claudex.engine.breaker.trips import trip_words
 from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
 from claudex.engine.credentials.cache import Credentials
-from claudex.engine.slowness import Slowness
+from claudex.engine.health.slowness import Slowness
 from claudex.providers.windows import RawHeaders, Window, clock_text, read_windows, window_words
 
 Color = Literal["green", "yellow", "red"]
@@ -57,7 +57,7 @@ class ProviderRuntime:
     # The latest answer's quota headers wait in `window_headers` until `windows` is read.
     _windows: tuple[Window, ...] = ()
     window_headers: tuple[float, RawHeaders] | None = None
-    # Real traffic's latency against its own baseline (engine/slowness.py, issue 30): judged
+    # Real traffic's latency against its own baseline (engine/health/slowness.py, issue 30): judged
     # every few seconds by the engine's slow watch, never on the request path.
     slowness: Slowness = field(default_factory=Slowness)
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.

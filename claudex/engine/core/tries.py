@@ -24,8 +24,8 @@ from claudex.engine.events import EventBus
 
 if TYPE_CHECKING:  # routing builds requests the core serves: a type only, no import cycle
     from claudex.engine.core.pools import PoolBalancer
+    from claudex.engine.health.slow_watch import SlowWatch
     from claudex.engine.routing import Routing
-    from claudex.engine.slow_watch import SlowWatch
 
 
 class EngineCore(Protocol):

@@ -53,7 +53,7 @@ from claudex.engine.fleet.facts import Fact, Register, Registers, view
 from claudex.engine.fleet.health import FleetHealth
 from claudex.engine.fleet.store import FleetStore
 from claudex.engine.fleet.tokens import TokenFlight, load_sealer, refresh_lock
-from claudex.engine.spent_windows import operator_reset
+from claudex.engine.health.spent_windows import operator_reset
 
 log = logging.getLogger("claudex.fleet")
 

@@ -2,10 +2,10 @@
 the others take its word, except for what a probe says about the prober alone) and the
 half-open slot (the fleet sends `half_open_probes` trial requests, not that many per instance).
 
-The health lease: before probing a provider, an instance takes or renews the fleet's lease on
-it (a Redis key with a TTL a bit over the interval, engine/health.py asks); its holder probes and
-announces the result (`publish_health`), and every other instance applies it as if it had
-probed (`_health_news`). Without Redis, every instance probes alone.
+The health lease: before probing a provider, an instance takes or renews the fleet's lease on it (a
+Redis key with a TTL a bit over the interval, engine/health/probes.py asks); its holder probes and
+announces the result (`publish_health`), and every other instance applies it as if it had probed
+(`_health_news`). Without Redis, every instance probes alone.
 
 The rule for auth failures: a 401/403 on a probe is about the prober's own credentials (another
 token file or environment, on another machine), not the provider. So
@@ -77,7 +77,7 @@ class FleetHealth:
         return rt is not None and rt.health.auth_failing
 
     def listen_health(self, sink: Callable[[str, dict[str, Any]], None]) -> None:
-        """Where other instances' probe results go (engine/health.py applies them)."""
+        """Where other instances' probe results go (engine/health/probes.py applies them)."""
         self._health_sink = sink
 
     async def health_lease(self, provider: str, lease_s: float) -> bool:

@@ -113,7 +113,7 @@ async def test_a_fresh_login_ends_a_spent_window(served: dict[str, Any]) -> None
 
     # `claude login` to another account rewrites the credentials file.
     write_credentials(served["creds"], "tok-second-account", refresh="refresh-other")
-    for _ in range(300):  # looked at every 5 s (engine/spent_windows.py): bounded wait
+    for _ in range(300):  # looked at every 5 s (engine/health/spent_windows.py): bounded wait
         if (await sub_status(client))["window_spent"] is None:
             break
         await asyncio.sleep(0.05)

@@ -100,7 +100,7 @@ async def test_with_redis_gone_every_instance_probes_on_its_own(
 
 def test_a_probe_result_round_trips_and_anything_else_on_the_channel_is_refused() -> None:
     from claudex.engine.fleet.store import _health_record
-    from claudex.engine.health import ProbeResult
+    from claudex.engine.health.probes import ProbeResult
 
     for result in (ProbeResult("ok", 200, 12.5), ProbeResult("auth", 401, 3.0),
                    ProbeResult("unsupported", 404),

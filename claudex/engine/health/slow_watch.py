@@ -1,7 +1,7 @@
-"""The engine's watch over slowness (engine/slowness.py): every `EVAL_S` seconds, each provider's
-recent latency windows are judged against its baselines, off the request path; a verdict that
-changes is said once (an event, a log line), and `names` — the providers slow now — is what
-the forwarding core reads when `[health] avoid_slow` is on."""
+"""The engine's watch over slowness (engine/health/slowness.py): every `EVAL_S` seconds, each
+provider's recent latency windows are judged against its baselines, off the request path; a verdict
+that changes is said once (an event, a log line), and `names` — the providers slow now — is what the
+forwarding core reads when `[health] avoid_slow` is on."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from claudex.config.model import HealthSettings
 from claudex.engine.clock import Sleep, WallClock
 from claudex.engine.events import Event
-from claudex.engine.slowness import (
+from claudex.engine.health.slowness import (
     EVAL_S,
     MEASURE_WORDS,
     Change,

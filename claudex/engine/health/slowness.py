@@ -20,7 +20,7 @@ of streams (what Claude Code feels) and the duration of whole answers.
   stays slow for a working day does. It starts at the first reading with enough answers.
 
 Everything here is pure: the caller passes the readings and the wall time, and the verdict only
-changes in `Slowness.judge`, which the engine's watch (engine/slow_watch.py) calls every
+changes in `Slowness.judge`, which the engine's watch (engine/health/slow_watch.py) calls every
 `EVAL_S` seconds, off the request path. A request pays nothing for any of this beyond the
 latency sample it already records.
 """

@@ -4,7 +4,7 @@ slow-moving baseline, recovery near it, and a verdict that lapses with no traffi
 
 from __future__ import annotations
 
-from claudex.engine.slowness import (
+from claudex.engine.health.slowness import (
     BASELINE_TAU_S,
     FLOOR_MS,
     HOLD_S,
