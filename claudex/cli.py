@@ -21,7 +21,7 @@ from claudex.config.model import Config, ConfigError, HistorySettings
 from claudex.config.paths import default_config_path, example_config_path
 from claudex.config.permissions import config_permission_warning, file_permission_warning
 from claudex.engine.breaker.trips import DurationError, parse_duration, reset_words, trip_words
-from claudex.engine.secrets import SCRUBBER, config_secrets
+from claudex.engine.masking.secrets import SCRUBBER, config_secrets
 
 
 class CliError(Exception):
@@ -112,7 +112,7 @@ _LOG_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from claudex import logs
+    from claudex.engine.masking import logs
     from claudex.server.serve import ServeError, serve_forever
 
     config = _load(args)
@@ -198,9 +198,9 @@ _SHORT_TYPES = {
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from claudex.config.atomic_files import write_text_atomic
     from claudex.config.loader import parse_config
     from claudex.config.starter import discover, report, starter_path_free, starter_text
-    from claudex.engine.secrets import write_text_atomic
 
     path = _config_path(args)
     if not starter_path_free(path):
@@ -229,10 +229,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def _init_from_ccr(source: Path, path: Path) -> int:
     """`claudex init --from-ccr FILE`: the claude-code-router config as a claudex one."""
+    from claudex.config.atomic_files import write_text_atomic
     from claudex.config.ccr_json import CcrFileError
     from claudex.config.from_ccr import convert_ccr
     from claudex.config.loader import parse_config
-    from claudex.engine.secrets import write_text_atomic
 
     try:
         text = source.read_text(encoding="utf-8")

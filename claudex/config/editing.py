@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from claudex.atomic_files import remove_leftover_temp_files, write_text_atomic
 from claudex.config._edit_text import (
     EditError,
     ProfileNotFoundError,
@@ -62,6 +61,7 @@ from claudex.config._edit_text import (
     with_profile_deleted,
     with_profile_updated,
 )
+from claudex.config.atomic_files import remove_leftover_temp_files, write_text_atomic
 from claudex.config.digest import digest_of
 from claudex.config.loader import parse_config
 from claudex.config.model import Config, ConfigError, ConfigIssue

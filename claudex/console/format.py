@@ -16,7 +16,7 @@ from typing import Any
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.events import Event
 from claudex.engine.history.journal import outcome_of
-from claudex.logs import REDACTOR
+from claudex.engine.masking.logs import REDACTOR
 from claudex.text.history import record_from_event
 from claudex.text.usage import compact_count
 

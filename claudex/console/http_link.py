@@ -32,7 +32,7 @@ import httpx
 from claudex.config.model import Config
 from claudex.console.link import HISTORY_PAGE, HistoryKind, HistoryPage, LinkError, LinkState
 from claudex.engine.events import Event
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.secrets import SCRUBBER
 
 INBOX_MAX: Final = 2000     # events waiting on the console's side (a stalled UI drops the oldest)
 STATUS_TIMEOUT_S: Final = 2.0

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import platformdirs
 
-from claudex import logs
 from claudex.config.model import Config, ConfigError
 from claudex.config.watch import ConfigWatcher
 from claudex.console.app import ConsoleApp
@@ -25,6 +24,7 @@ from claudex.console.link import DemoHooks, EngineLink
 from claudex.console.messages import ConfigRejected, ConfigReloaded
 from claudex.console.threaded_link import ThreadedLink
 from claudex.engine.history.journal import journal_from_settings
+from claudex.engine.masking import logs
 
 __all__ = ["HostError", "engine_answers", "log_path", "run_attached", "run_console", "run_demo",
            "run_hosted", "watch_config"]

@@ -6,9 +6,9 @@ import asyncio
 import contextlib
 import signal
 
-from claudex import logs
 from claudex.demo.world import DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
+from claudex.engine.masking import logs
 from claudex.server.app import create_app
 from claudex.server.event_stream import EventStreams
 from claudex.server.run import start_in_background

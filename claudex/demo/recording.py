@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 # One masking rule everywhere: what a fake recorded is shown as claudex shows a client's headers
-# (engine/header_policy.py: values off its allow-list masked, `sk-…abcd`).
-from claudex.engine.header_policy import shown_headers
-from claudex.engine.secrets import mask_secret
+# (engine/masking/header_policy.py: values off its allow-list masked, `sk-…abcd`).
+from claudex.engine.masking.header_policy import shown_headers
+from claudex.engine.masking.secrets import mask_secret
 
 __all__ = ["RecordedRequest", "mask_secret", "masked_headers", "parse_json_body",
            "presented_tokens"]

@@ -58,9 +58,9 @@ from claudex.engine.health.spent_windows import CHECK_S as SPENT_CHECK_S
 from claudex.engine.health.spent_windows import CredentialWatch, end_spent, operator_reset
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
+from claudex.engine.masking.secrets import SCRUBBER, config_secrets
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
-from claudex.engine.secrets import SCRUBBER, config_secrets
 
 if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
     from claudex.engine.addons.traces import TracesAddon

@@ -15,8 +15,8 @@ from claudex.config.permissions import config_permission_warning
 from claudex.config.watch import ConfigWatcher
 from claudex.engine.engine import Engine
 from claudex.engine.history.journal import journal_from_settings
-from claudex.engine.secrets import config_secrets
-from claudex.logs import REDACTOR
+from claudex.engine.masking.logs import REDACTOR
+from claudex.engine.masking.secrets import config_secrets
 from claudex.server.app import create_app
 from claudex.server.event_stream import EventStreams
 from claudex.server.run import bind_socket, make_server

@@ -8,7 +8,7 @@ missing (a journal written by an older claudex, an event without detail): it rea
 One line per request (time, request id, protocol, model, who served it, status, outcome, latency,
 the attempt trail, tokens) and per event (time, kind, sentence), merged in time order. Every text
 passes the scrubber on its way out; headers go through the engine's header policy again
-(engine/header_policy.py: values off its allow-list masked), so a row written by an older
+(engine/masking/header_policy.py: values off its allow-list masked), so a row written by an older
 claudex shows no more than a new one would.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from claudex.engine.events import Event
-from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import shown_headers
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.text.cost import usd_text
 
 NONE: Final = "—"

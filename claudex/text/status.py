@@ -15,7 +15,7 @@ from rich.text import Text
 
 from claudex.engine.addons.latency import latency_cell
 from claudex.engine.breaker.trips import duration_words
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.text.cost import cost_cell
 from claudex.text.windows import window_parts
 

@@ -41,7 +41,7 @@ from claudex.console.hosting import host_config
 from claudex.console.link import LocalLink
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine.secrets import SecretScrubber, mask_secret
+from claudex.engine.masking.secrets import SecretScrubber, mask_secret
 from claudex.server.security import host_name, is_loopback_host
 from claudex.server.serve import listening_on
 from tests.cli.test_cli import claudex, free_port, spawn_serve, wait_until_serving

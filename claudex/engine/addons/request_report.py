@@ -2,15 +2,15 @@
 the history journal) and a debug log line, at `request_ended` (a stream's at its last chunk or
 when the client left).
 
-Its cost is on every request's path, and most requests are told to nobody right away: a
-headless `claudex serve` has no console reading its events, and the journal wants a row, not
-an event. So the addon keeps a `RequestRecord` — the few references its event and its journal
-row are made from — and hands it to the event bus as a deferred event: the bus numbers it and
-keeps it in its backlog; the event itself (its sentence, its data with every attempt as JSON
-and the client's headers through engine/header_policy.py) is built only when a reader asks for
-it (a live subscriber at once; the SSE route's `Last-Event-ID` catch-up when it reads the
-backlog), and the journal builds its row from the record in its writer thread. Attempt messages
-(an upstream's words) are masked by SCRUBBER when the record is made.
+Its cost is on every request's path, and most requests are told to nobody right away: a headless
+`claudex serve` has no console reading its events, and the journal wants a row, not an event. So the
+addon keeps a `RequestRecord` — the few references its event and its journal row are made from — and
+hands it to the event bus as a deferred event: the bus numbers it and keeps it in its backlog; the
+event itself (its sentence, its data with every attempt as JSON and the client's headers through
+engine/masking/header_policy.py) is built only when a reader asks for it (a live subscriber at once;
+the SSE route's `Last-Event-ID` catch-up when it reads the backlog), and the journal builds its row
+from the record in its writer thread. Attempt messages (an upstream's words) are masked by SCRUBBER
+when the record is made.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Final
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, EventBus, EventKind
-from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import outcome_of_attempts
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import shown_headers
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.providers.windows import Described, described_windows
 
 if TYPE_CHECKING:
@@ -203,7 +203,7 @@ class RequestRecord:
             "cost_usd": self.cost_usd,
             "cost_basis": self.cost_basis,
             # The request detail (issue 15): which request, by which route, with which
-            # headers (engine/header_policy.py: values off its allow-list masked), and how
+            # headers (engine/masking/header_policy.py: values off its allow-list masked), and how
             # soon the served stream had content.
             "request_id": self.request_id,
             "route": self.route,

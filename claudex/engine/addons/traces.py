@@ -64,7 +64,7 @@ from claudex.engine.addons.answer_facts import answer_facts
 from claudex.engine.addons.trace_settings import TraceSettings
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.secrets import SCRUBBER
 
 if TYPE_CHECKING:
     from claudex.engine.core.exchange import Exchange

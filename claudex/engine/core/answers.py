@@ -14,8 +14,8 @@ from claudex.engine.core.answer_headers import KNOWN, PASSED, PASSED_SAME, kind
 from claudex.engine.core.explain import all_failed_sentence
 from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest, Trail
 from claudex.engine.credentials.cache import AuthHeaders
-from claudex.engine.header_policy import masked_values
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import masked_values
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.providers import anthropic, openai
 
 

@@ -52,8 +52,8 @@ from claudex.engine.core.tries import EngineCore, Seen, Tries
 from claudex.engine.core.usage import Usage, usage_in_body
 from claudex.engine.credentials.cache import AuthHeaders, CredentialError
 from claudex.engine.events import Event
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.engine.routing.estimate import could_be_long, estimated_prompt_tokens
-from claudex.engine.secrets import SCRUBBER
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.translate import estimate_input_tokens
 from claudex.providers.validation import InvalidRequest

@@ -19,7 +19,7 @@ from claudex.engine.core.stalls import IdleWatch, StreamDeadlines
 from claudex.engine.core.stream_codec import StreamCodec
 from claudex.engine.core.transport import UpstreamResponse
 from claudex.engine.core.usage import Usage, UsageScanner
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.context_limits import context_refusal
 from claudex.providers.sse import CommitWatcher, StreamSignal

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from claudex.config.model import Profile
 from claudex.engine.credentials.oauth import OAuthToken
 from claudex.engine.credentials.token_sources import SourceKind
-from claudex.engine.secrets import mask_secret
+from claudex.engine.masking.secrets import mask_secret
 
 OAUTH_BETA = "oauth-2025-04-20"
 CODEX_ORIGINATOR = "codex_cli_rs"

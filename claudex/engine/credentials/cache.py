@@ -37,6 +37,7 @@ from typing import Any, Literal, Protocol
 
 import httpx
 
+from claudex.config.atomic_files import write_json_atomic, write_text_atomic
 from claudex.config.model import Profile
 from claudex.engine import clock
 from claudex.engine.clock import WallClock
@@ -45,7 +46,7 @@ from claudex.engine.credentials.oauth import OAuthToken, RefreshFailed, TokenFil
 from claudex.engine.credentials.token_command import CommandFailed, run_shell_command
 from claudex.engine.credentials.token_sources import CredentialError, TokenSource, credentials_path
 from claudex.engine.events import Event
-from claudex.engine.secrets import mask_secret, write_json_atomic, write_text_atomic
+from claudex.engine.masking.secrets import mask_secret
 
 __all__ = [
     "OAUTH_BETA",

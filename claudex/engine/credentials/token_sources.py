@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 import httpx
 
+from claudex.config.atomic_files import write_json_atomic
 from claudex.config.model import Profile
 from claudex.engine.clock import WallClock
 from claudex.engine.credentials.oauth import (
@@ -36,7 +37,6 @@ from claudex.engine.credentials.oauth import (
     request_refresh,
 )
 from claudex.engine.credentials.token_command import CommandFailed, token_from_output
-from claudex.engine.secrets import write_json_atomic
 
 # The same logger as credentials.py: to whoever reads the log, this is one subsystem.
 log = logging.getLogger("claudex.credentials")

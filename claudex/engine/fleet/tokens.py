@@ -33,7 +33,7 @@ from redis.exceptions import RedisError
 from claudex.config.model import FleetSettings
 from claudex.engine.credentials.oauth import GrantResult
 from claudex.engine.fleet.store import FleetStore
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.secrets import SCRUBBER
 
 log = logging.getLogger("claudex.fleet")
 

@@ -1,17 +1,16 @@
 """The history journal: request summaries and events in SQLite, so an incident outlives the process.
 
-What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider
-that answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what
-translation dropped, tokens when known (input, output, cache read, cache write: the four parts
-core/usage.py counts), what they cost at API prices (`cost_usd`, NULL when the price table does
-not know the model; `cost_basis` says `api_equivalent` for a subscription login, whose real
-cost is its plan), its request id, the route the client used, the client's headers
-(engine/header_policy.py: every name, values off its allow-list masked) and the route that chose
-its profile (`routed`: "long_context -> gemini") and the plan's quota windows its last answer
-described (`windows`, JSON: `{"provider": "claude", "windows": [{"name": "5h", "used": 0.42,
-...}]}`); for every other event its kind, profile,
-sentence and data. Never a body or a secret (the engine's events hold none: their texts pass the
-scrubber before they are published, and headers are masked then).
+What is kept: for a request, its time, client protocol, endpoint, model, profile, the provider that
+answered, status, outcome (`ok`, `failover`, `failed`), latency, the attempt trail, what translation
+dropped, tokens when known (input, output, cache read, cache write: the four parts core/usage.py
+counts), what they cost at API prices (`cost_usd`, NULL when the price table does not know the
+model; `cost_basis` says `api_equivalent` for a subscription login, whose real cost is its plan),
+its request id, the route the client used, the client's headers (engine/masking/header_policy.py:
+every name, values off its allow-list masked) and the route that chose its profile (`routed`:
+"long_context -> gemini") and the plan's quota windows its last answer described (`windows`, JSON:
+`{"provider": "claude", "windows": [{"name": "5h", "used": 0.42, ...}]}`); for every other event its
+kind, profile, sentence and data. Never a body or a secret (the engine's events hold none: their
+texts pass the scrubber before they are published, and headers are masked then).
 
 Migrations: columns a newer claudex added are added to an older file when it is opened, and
 `PRAGMA user_version` says what the rows have been through. Version 1: the client headers of
@@ -68,8 +67,8 @@ from claudex.engine.core.answer_headers import kind as header_kind
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, Kept, built
-from claudex.engine.header_policy import shown_headers
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import shown_headers
+from claudex.engine.masking.secrets import SCRUBBER
 from claudex.providers.windows import Described, RawHeaders, Window, described_windows
 
 log = logging.getLogger("claudex.history")

@@ -8,7 +8,7 @@ status, request id, route, attempt trail and attempts (their messages included);
 profile and sentence. It is one SQL `LIKE` per column (case-insensitive for ASCII), with `%`, `_`
 and the escape character itself escaped, so a search for `50%` means those three characters.
 Columns a journal written by an older claudex lacks are left out of the search. A row's client
-headers are shown through the header policy (engine/header_policy.py) whoever wrote them.
+headers are shown through the header policy (engine/masking/header_policy.py) whoever wrote them.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from claudex.engine.header_policy import shown_headers
+from claudex.engine.masking.header_policy import shown_headers
 
 OUTCOMES: Final = ("ok", "failover", "failed")
 KINDS: Final = ("requests", "events")

@@ -16,9 +16,9 @@ from typing import Any
 import httpx
 
 from claudex.engine.events import Event
-from claudex.engine.header_policy import shown_headers
 from claudex.engine.history.journal import Journal, open_database
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import shown_headers
+from claudex.engine.masking.secrets import SCRUBBER
 from tests.conftest import Proxy, anthropic_body, build_config, eventually, profile_toml
 
 CLIENT_BEARER = "sk-client-bearer-0123456789abcdef"
@@ -85,7 +85,7 @@ async def test_a_failed_over_request_shows_each_attempt_and_is_journaled(
     assert backup["dropped"] == ["top_k"]
     assert data["first_content_ms"] is None  # not a stream
     # The client's headers as received, credentials masked, and so is any header the
-    # allow-list does not know (engine/header_policy.py).
+    # allow-list does not know (engine/masking/header_policy.py).
     shown = data["headers"]
     assert shown["authorization"] == "Bearer sk-…cdef"
     assert shown["x-api-key"] == "sk-…wxyz"

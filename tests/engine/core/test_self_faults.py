@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from claudex.config import editing
+from claudex.config.atomic_files import write_json_atomic
 from claudex.config.editing import WriteError
 from claudex.config.loader import load_config, parse_config
 from claudex.config.model import Config
@@ -32,7 +33,6 @@ from claudex.config.watch import ConfigWatcher
 from claudex.demo.fake_provider import FakeProvider
 from claudex.engine.credentials.oauth import FORMATS, read_token_file
 from claudex.engine.engine import Engine
-from claudex.engine.secrets import write_json_atomic
 from claudex.server.app import create_app
 from claudex.server.run import start_in_background
 from tests.cli.test_cli import free_port, spawn_serve, wait_until_serving
@@ -754,7 +754,7 @@ CRASHING_WRITER = textwrap.dedent("""
     from pathlib import Path
 
     from claudex.config import editing
-    from claudex.engine import secrets
+    from claudex.config import atomic_files
 
     point, operation, target = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 
@@ -795,7 +795,7 @@ CRASHING_WRITER = textwrap.dedent("""
     elif operation == "rename":
         editing.rename_profile(target, "spare", "reserve")
     elif operation == "credentials":
-        secrets.write_json_atomic(target, {"claudeAiOauth": {"accessToken": "new-token"}})
+        atomic_files.write_json_atomic(target, {"claudeAiOauth": {"accessToken": "new-token"}})
     print("survived")  # never reached
 """)
 

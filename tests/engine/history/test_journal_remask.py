@@ -14,12 +14,12 @@ from typing import Any
 import httpx
 import pytest
 
-from claudex.engine.header_policy import masked_value, shown_headers
 from claudex.engine.history.journal import HEADERS_REMASKED, Journal, open_database
-from claudex.engine.secrets import mask_secret
+from claudex.engine.masking.header_policy import masked_value, shown_headers
+from claudex.engine.masking.secrets import mask_secret
 from tests.cli.test_cli import claudex
 from tests.conftest import anthropic_body, primary_backup_config
-from tests.engine.test_header_policy import (
+from tests.engine.masking.test_header_policy import (
     KEPT,
     PLANTED,
     Served,

@@ -1,13 +1,12 @@
-"""Handling secrets safely: showing them masked, scrubbing them out of text, and writing files
-that hold them.
+"""Handling secrets safely: showing them masked and scrubbing them out of text.
 
 `mask_secret` is the one way a key or token is ever shown (`sk-…wxyz`). `SecretScrubber` masks
 known secrets and secret-shaped strings in text and bytes; the process-wide `SCRUBBER` is what the
 log filter, the engine's error answers, status and events all use, so one registry of secrets
-covers every place a secret could surface. `write_json_atomic` and `write_text_atomic` (in
-`claudex.atomic_files`, below config and engine both; re-exported here) write
-credential and config files so that a reader never sees a half-written file and nobody else can
-read the result: a temp file in the same directory, fsync, chmod, then `os.replace` over the target.
+covers every place a secret could surface. Files that hold secrets are written by
+`claudex.config.atomic_files` (below config and engine both) so that a reader never sees a
+half-written file and nobody else can read the result: a temp file in the same directory, fsync,
+chmod, then `os.replace` over the target.
 """
 
 from __future__ import annotations
@@ -19,12 +18,6 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from claudex.atomic_files import (  # re-exported: credentials and older callers use them here
-    STALE_TEMP_FILE_S as STALE_TEMP_FILE_S,
-)
-from claudex.atomic_files import remove_leftover_temp_files as remove_leftover_temp_files
-from claudex.atomic_files import write_json_atomic as write_json_atomic
-from claudex.atomic_files import write_text_atomic as write_text_atomic
 from claudex.config.model import Config
 
 # Below this length even the last few characters give away too much of the secret.

@@ -1,7 +1,8 @@
 """Files replaced atomically, private by default: config files, OAuth credentials, tokens.
 
-Below both `claudex.config` (which rewrites profiles in place) and `claudex.engine` (which writes
-refreshed credentials back), so neither imports the other for it.
+Here in `claudex.config`, the lowest layer: config rewrites profiles in place with it, and the
+engine, which may import config (never the other way), writes refreshed credentials back with it.
+It imports nothing of claudex's own.
 """
 
 from __future__ import annotations

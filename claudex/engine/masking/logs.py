@@ -11,14 +11,15 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from claudex.engine.secrets import SCRUBBER, SecretScrubber
+from claudex.engine.masking.secrets import SCRUBBER, SecretScrubber
 
 
 class RedactionFilter(logging.Filter):
     """Masks registered secrets and secret-shaped strings in every record that passes.
 
-    The secrets live in the process-wide `SCRUBBER` (claudex.engine.secrets), which the engine
-    also uses for error answers, status and events: registering a secret here covers them all.
+    The secrets live in the process-wide `SCRUBBER` (claudex.engine.masking.secrets), which the
+    engine also uses for error answers, status and events: registering a secret here covers them
+    all.
     """
 
     def __init__(self, scrubber: SecretScrubber = SCRUBBER) -> None:

@@ -25,9 +25,9 @@ from aiohttp import web
 from claudex.console.app import ConsoleApp
 from claudex.console.components import RequestLog
 from claudex.console.http_link import HttpLink
-from claudex.engine.header_policy import masked_value, shown_as_is, shown_headers
 from claudex.engine.history.journal import Journal
-from claudex.engine.secrets import SCRUBBER
+from claudex.engine.masking.header_policy import masked_value, shown_as_is, shown_headers
+from claudex.engine.masking.secrets import SCRUBBER
 from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
 from tests.conftest import anthropic_body, build_config, primary_backup_config, profile_toml
 from tests.console.test_console_request_detail import open_row, until

@@ -60,7 +60,7 @@ import re
 from collections.abc import Mapping
 from typing import Final, Generic, TypeVar
 
-from claudex.engine.secrets import SCRUBBER, mask_secret
+from claudex.engine.masking.secrets import SCRUBBER, mask_secret
 
 K = TypeVar("K")
 V = TypeVar("V")
