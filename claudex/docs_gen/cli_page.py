@@ -9,7 +9,7 @@ import functools
 from claudex.cli import build_parser
 from claudex.docs_gen.markdown import code, table
 
-SOURCES = ("claudex/cli.py",)
+SOURCES = ("claudex/cli/parser.py",)
 
 
 def _wide(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

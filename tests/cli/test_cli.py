@@ -183,7 +183,7 @@ async def test_run_sets_the_profile_extra_env_and_claudex_claude_binary(
 
 
 def test_an_engine_refusal_is_said_in_its_own_words_not_as_json() -> None:
-    from claudex.cli import _engine_error
+    from claudex.cli.common import _engine_error
 
     said = httpx.Response(409, json={"error": "this engine keeps no history"})
     assert str(_engine_error(said)) == "this engine keeps no history"
