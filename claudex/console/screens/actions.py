@@ -333,7 +333,7 @@ class ActionsMixin(Screen[None]):
             return
         path = self._config_path()
         if path is not None:
-            ask_to_toggle(self, name, path)  # enabling.py
+            ask_to_toggle(self, name, path, self._profiles(), self.edit_and_reload)
 
     # -- quit, help ----------------------------------------------------------------------------
 

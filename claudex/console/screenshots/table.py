@@ -22,6 +22,7 @@ from claudex.config.loader import load_config
 from claudex.console.app import ConsoleApp
 from claudex.console.hosting import Hosted, host_demo
 from claudex.console.link import LocalLink
+from claudex.console.screenshots.shooter import Shooter
 from claudex.demo.world import DEMO_KEY_ENV, DemoWorld
 
 SMALL = (100, 30)
@@ -131,8 +132,6 @@ async def _live(hosted: Hosted) -> None:
 
 async def take_table_screenshots(size: tuple[int, int]) -> dict[str, str]:
     """The table shots' names and SVGs."""
-    from claudex.console.screenshots import Shooter  # (it imports this module)
-
     clock = MovableClock(-MINUTES * 60.0)
     hosted = await host_demo(None, health=False, clock=clock, wall=clock.wall)
     try:

@@ -1,12 +1,12 @@
 """`make screenshots`: drive the demo console through real states and save SVG and PNG pictures.
 
-    python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/)
+    python -m claudex.console.screenshots [OUT_DIR]     (default: screenshots/; __main__.py)
 
 States: all healthy; the primary down with failover in the request log, and one such request's
 detail; its breaker half-open; the subscriptions' quota windows, one spent;
 the profile editor (skipped while `claudex/console/editor.py` does not exist); help; a console
 attached over HTTP to the demo's engine, and the same once that engine stopped answering; the
-provider table with 60 profiles (screenshots_table.py). The demo
+provider table with 60 profiles (table.py). The demo
 world, the engine and the proxy are the real ones; traffic is sent request by request and the
 engine's clock is moved by hand (no waiting for the 15 s recovery), so every run shows the same
 thing. PNGs come from `rsvg-convert` (Debian: librsvg2-bin).
@@ -25,13 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-from textual.pilot import Pilot
-
 from claudex.console.app import ConsoleApp
 from claudex.console.hosting import Hosted, host_demo
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
-from claudex.console.screenshots_table import take_table_screenshots
+from claudex.console.screenshots.shooter import Shooter
+from claudex.console.screenshots.table import take_table_screenshots
 from claudex.demo.traffic import RequestKind
 
 SIZE: Final = (140, 44)
@@ -52,34 +51,6 @@ class MovableClock:
 
     def advance(self, seconds: float) -> None:
         self.offset += seconds
-
-
-def svg_for_rsvg(svg: str) -> str:
-    """Rich's SVG starts text runs with non-breaking spaces that rsvg drops unless told to keep
-    whitespace; browsers do not mind the attribute."""
-    if 'xml:space="preserve"' in svg:
-        return svg
-    return svg.replace("<svg ", '<svg xml:space="preserve" ', 1)
-
-
-class Shooter:
-    def __init__(self, app: ConsoleApp, pilot: Pilot[None]) -> None:
-        self.app = app
-        self.pilot = pilot
-        self.pictures: dict[str, str] = {}  # name -> SVG text
-
-    async def settle(self) -> None:
-        # Twice: a refresh can itself cause events (a breaker turning half-open as the snapshot
-        # reads the clock), which the second one shows.
-        for _ in range(2):
-            await self.pilot.pause()
-            await self.app.main_screen.refresh_now()
-        await self.pilot.pause()
-        await self.pilot.wait_for_scheduled_animations()
-
-    async def shoot(self, name: str) -> None:
-        await self.settle()
-        self.pictures[name] = svg_for_rsvg(self.app.export_screenshot(title=f"claudex — {name}"))
 
 
 async def _traffic(hosted: Hosted, kinds: tuple[RequestKind, ...]) -> None:
@@ -230,7 +201,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"saved {path}")
     to_png(svgs)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
