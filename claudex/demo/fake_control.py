@@ -6,24 +6,37 @@ credential the request presented, for tests that claudex never passes a secret o
 later; `{"kind": "claude" | "chatgpt"}` makes the fake a subscription first, when it is none).
 
 They let another process (a demo terminal, a benchmark) switch a `FakeProvider`'s faults; they
-ignore faults themselves and are not recorded in `requests`.
+ignore faults themselves and are not recorded in `requests`. They know the fake by what they read
+and set of it (`ControlledFake`), so this module does not import the provider's.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from claudex.demo.fake_plans import Plan
+from claudex.demo.fake_replies import Protocol as ApiProtocol
 from claudex.demo.faults import FaultConfigError, FaultState, make_fault_state
-from claudex.demo.recording import parse_json_body
-
-if TYPE_CHECKING:
-    from claudex.demo.fake_provider import FakeProvider
+from claudex.demo.recording import RecordedRequest, parse_json_body
 
 
-async def control_response(fake: FakeProvider, request: web.BaseRequest) -> web.Response:
+class ControlledFake(Protocol):
+    """What the control routes read and set of a fake provider (`FakeProvider` is one)."""
+
+    protocol: ApiProtocol
+    plan: Plan | None
+    requests: list[RecordedRequest]
+    faults: FaultState
+    echo_key: bool
+
+    def state(self) -> dict[str, Any]: ...
+
+    def reset_log(self) -> None: ...
+
+
+async def control_response(fake: ControlledFake, request: web.BaseRequest) -> web.Response:
     """Answer a request under `/_fake/` for `fake`."""
     path, method = request.path, request.method
     if path == "/_fake/state" and method == "GET":

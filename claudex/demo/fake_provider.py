@@ -21,8 +21,10 @@ and a max_tokens over `max_output_tokens` (400, in the API's own words).
 Control routes ignore faults; while "down" nothing is reachable, so a fault set from another process
 should carry `duration_s` if it is to end by itself.
 
-How answers are written (JSON, errors, SSE streams, dropped connections) is `fake_streams`; the
-control routes are `fake_control`.
+What a request gets is decided here. The server underneath — its listener, the faults' switching
+and expiry, the connections and the request log — is `fake_server`; how answers are written (JSON,
+errors, SSE streams, dropped connections) is `fake_streams`; the control routes are
+`fake_control`.
 
 To run fakes in a process of their own (benchmarks, a demo in another terminal), see
 `claudex.demo.serve_fakes`.
@@ -35,12 +37,9 @@ import dataclasses
 import math
 import time
 from collections.abc import Iterable, Sequence
-from enum import Enum
-from types import TracebackType
 from typing import Any, Final, Literal
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
 from claudex.demo import fake_replies as replies
 from claudex.demo import thinking_rules
@@ -56,15 +55,14 @@ from claudex.demo.fake_responses import (
     foreign_reasoning,
     reasoning_for,
 )
+from claudex.demo.fake_server import FakeServer
 from claudex.demo.fake_streams import ReplyWriter, drop
 from claudex.demo.faults import (
     FAULTS_FOR_MODELS,
     Fault,
     FaultConfigError,
     FaultState,
-    make_fault_state,
 )
-from claudex.demo.listener import SwitchableListener
 from claudex.demo.prompt_cache import PromptCache
 from claudex.demo.recording import RecordedRequest, parse_json_body, presented_tokens
 from claudex.demo.replies_responses import responses_object
@@ -109,17 +107,7 @@ _ROUTES: Final[dict[str, dict[str, tuple[str, RouteKind]]]] = {
 }
 
 
-class _Keep(Enum):
-    KEEP = "keep"
-
-
-KEEP: Final = _Keep.KEEP
-"""`set_fault(valid_tokens=KEEP)` (the default) leaves the accepted tokens as they are."""
-
-_PEERS_KEPT: Final = 4096  # connections remembered for `connections_served`
-
-
-class FakeProvider:
+class FakeProvider(FakeServer):
     """One fake provider listening on `host:port` (port 0 picks a free one at start)."""
 
     def __init__(
@@ -138,9 +126,9 @@ class FakeProvider:
         if protocol not in _ROUTES:
             raise ValueError(
                 f"protocol must be 'anthropic', 'openai' or 'responses', not {protocol!r}")
+        super().__init__(host, port, max_recorded=max_recorded)
         self.name = name
         self.protocol: Protocol = protocol
-        self.host = host
         self.models: tuple[str, ...] = tuple(models) if models else default_models(name, protocol)
         self.strict_models = strict_models
         """Refuse a model outside `models` with 404 as real providers do (an Anthropic fake
@@ -157,12 +145,12 @@ class FakeProvider:
         they sign the thinking they answer with this key and refuse thinking blocks they did
         not sign. None: no thinking rules."""
         self.plan: Plan | None = None
-        self.prompt_cache: PromptCache | None = None
-        """Anthropic fakes: this account's prompt cache (`claudex.demo.prompt_cache`); answers
-        then report what they read from it and wrote to it. None: every prompt uncached."""
         """A subscription's quota windows (`claudex.demo.fake_plans`): every answer describes
         them in the service's headers, they fill with the tokens served, and a full one is
         refused with the service's "window spent" 429 until it resets. None: an API key."""
+        self.prompt_cache: PromptCache | None = None
+        """Anthropic fakes: this account's prompt cache (`claudex.demo.prompt_cache`); answers
+        then report what they read from it and wrote to it. None: every prompt uncached."""
         self.rate_limits: RateLimits | None = RateLimits.of(
             "anthropic" if protocol == "anthropic" else "openai")
         """An API key's rate limits (`claudex.demo.fake_ratelimits`): every answer of a fake
@@ -194,30 +182,10 @@ class FakeProvider:
         self.over_limit = 0
         """Requests refused by `max_in_flight` so far."""
         self._api_in_flight = 0
-        self.max_recorded = max_recorded
-        """`requests` keeps at most this many (the oldest half goes when full); 0: record none."""
-        self.requests: list[RecordedRequest] = []
-        # Distinct connections requests came on: a proxy that keeps its pool reuses one.
-        self.connections_served = 0
-        self._peers: dict[Any, None] = {}  # the newest few thousand, oldest first
-        self._request_count = 0
-        self._port = port
         self._routes = _ROUTES[protocol]
-        self._faults = FaultState()
-        self._faults.observe(self._on_fault_changed)
-        self._listener: SwitchableListener | None = None
-        self._stopping = asyncio.Event()
-        self._hang_release = asyncio.Event()
-        self._busy: dict[RequestHandler, int] = {}
-        self._expiry: asyncio.TimerHandle | None = None
-        self._arrival: asyncio.Future[None] | None = None
         self._writer = ReplyWriter(self, self._pause)
 
     # ------------------------------------------------------------ public surface
-
-    @property
-    def port(self) -> int:
-        return self._port
 
     @property
     def base_url(self) -> str:
@@ -225,66 +193,6 @@ class FakeProvider:
         host = f"[{self.host}]" if ":" in self.host else self.host
         root = f"http://{host}:{self._port}"
         return root if self.protocol == "anthropic" else root + "/v1"
-
-    @property
-    def faults(self) -> FaultState:
-        return self._faults
-
-    @faults.setter
-    def faults(self, state: FaultState) -> None:
-        self._faults.observe(None)
-        self._faults = state
-        state.observe(self._on_fault_changed)
-        self._release_hangs()
-        self._sync_listener()
-        self._schedule_expiry()
-
-    def set_fault(
-        self,
-        mode: Fault,
-        *,
-        retry_after: float | str | None = 1.0,
-        retry_after_ms: float | None = None,
-        latency_ms: float | None = None,
-        cut_after_events: int = 3,
-        valid_tokens: Iterable[str] | _Keep | None = KEEP,
-        times: int | None = None,
-        duration_s: float | None = None,
-    ) -> None:
-        """Switch to `mode`; other settings take their defaults, accepted tokens are kept.
-
-        `latency_ms` defaults to 0, or to 2000 for "slow". Raises FaultConfigError on bad values.
-        """
-        settings: dict[str, object] = {
-            "retry_after": retry_after,
-            "retry_after_ms": retry_after_ms,
-            "latency_ms": latency_ms,
-            "cut_after_events": cut_after_events,
-            "times": times,
-            "duration_s": duration_s,
-        }
-        if not isinstance(valid_tokens, _Keep):
-            settings["valid_tokens"] = None if valid_tokens is None else list(valid_tokens)
-        self.faults = make_fault_state(mode, settings, valid_tokens=self._faults.valid_tokens)
-
-    @property
-    def request_count(self) -> int:
-        """Requests received since start or the last `reset_log` (control routes excluded)."""
-        return self._request_count
-
-    async def wait_for_requests(self, count: int) -> None:
-        """Return once `request_count` reaches `count` (wrap in asyncio.timeout)."""
-        while self._request_count < count:
-            if self._arrival is None:
-                self._arrival = asyncio.get_running_loop().create_future()
-            # Shielded: one waiter giving up must not cancel the future the others share.
-            await asyncio.shield(self._arrival)
-
-    def reset_log(self) -> None:
-        self.requests.clear()
-        self._request_count = 0
-        self._peers.clear()
-        self.connections_served = 0
 
     @property
     def echo_key(self) -> bool:
@@ -295,16 +203,6 @@ class FakeProvider:
     @echo_key.setter
     def echo_key(self, on: bool) -> None:
         self._writer.echo_key = on
-
-    def close_connections(self) -> None:
-        """Close every kept-alive connection (busy ones after their answer), as a server that
-        times idle clients out would; the listening socket stays as it is."""
-        if self._listener is not None:
-            self._listener.close_connections()
-
-    @property
-    def listening(self) -> bool:
-        return self._listener is not None and self._listener.listening
 
     def state(self) -> dict[str, Any]:
         last = self.requests[-1].summary() if self.requests else None
@@ -318,79 +216,13 @@ class FakeProvider:
             "last_request": last,
         }
 
-    async def start(self) -> None:
-        if self._listener is not None:
-            return
-        self._stopping = asyncio.Event()
-        server = web.Server(self._handle, access_log=None)
-        listener = SwitchableListener(server, self.host, self._port, self._busy)
-        await listener.start()
-        self._port = listener.port
-        self._listener = listener
-        self._sync_listener()
-        self._schedule_expiry()
-
-    async def stop(self) -> None:
-        """Close the listener and every connection; hung and slow requests are dropped."""
-        listener, self._listener = self._listener, None
-        if listener is None:
-            return
-        self._stopping.set()
-        self._release_hangs()
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        await listener.close()
-
-    async def __aenter__(self) -> FakeProvider:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        await self.stop()
-
     def __repr__(self) -> str:
         return (
             f"FakeProvider({self.name!r}, {self.protocol!r}, port={self._port}, "
             f"mode={self._faults.mode!r})"
         )
 
-    def _sync_listener(self) -> None:
-        """Make the listening socket match the mode: closed while "down", open otherwise."""
-        if self._listener is not None:
-            self._listener.set_open(self._faults.mode != "down")
-
     # ------------------------------------------------------------ fault bookkeeping
-
-    def _on_fault_changed(self, field_name: str) -> None:
-        self._release_hangs()
-        if field_name == "mode":
-            self._sync_listener()
-        if field_name in ("mode", "duration_s"):
-            self._schedule_expiry()
-
-    def _release_hangs(self) -> None:
-        self._hang_release.set()
-        self._hang_release = asyncio.Event()
-
-    def _schedule_expiry(self) -> None:
-        if self._expiry is not None:
-            self._expiry.cancel()
-            self._expiry = None
-        state = self._faults
-        if self._listener is not None and state.duration_s is not None and state.mode != "ok":
-            loop = asyncio.get_running_loop()
-            self._expiry = loop.call_later(state.duration_s, self._expire, state)
-
-    def _expire(self, state: FaultState) -> None:
-        self._expiry = None
-        if self._faults is state:
-            self.set_fault("ok")
 
     def _take_fault(self, kind: RouteKind) -> Fault:
         """The fault this request gets, counted against `times`."""
@@ -401,45 +233,10 @@ class FakeProvider:
         state.consume_one()
         return mode
 
-    async def hold(self) -> None:
-        """Wait until the fault changes or the provider stops (a hung request's fate)."""
-        await self._hang_release.wait()
-
-    async def _pause(self, seconds: float) -> bool:
-        """Sleep; False if the provider is stopping meanwhile."""
-        if self._stopping.is_set():
-            return False
-        try:
-            await asyncio.wait_for(self._stopping.wait(), seconds)
-        except TimeoutError:
-            return True
-        return False
-
     # ------------------------------------------------------------ request handling
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
-        connection = request.protocol
-        transport = request.transport
-        peer = transport.get_extra_info("peername") if transport is not None else None
-        if peer is not None and peer not in self._peers:
-            self._peers[peer] = None  # the client's address and port: one per connection
-            self.connections_served += 1
-            if len(self._peers) > _PEERS_KEPT:  # a demo left running for days stays small
-                del self._peers[next(iter(self._peers))]
-        self._busy[connection] = self._busy.get(connection, 0) + 1
-        try:
-            if request.path.startswith("/_fake/"):
-                return await control_response(self, request)
-            return await self._serve(request)
-        except ConnectionError:
-            # The client went away mid-answer (a benchmark stopping, a client timeout).
-            return drop(request)
-        finally:
-            remaining = self._busy[connection] - 1
-            if remaining:
-                self._busy[connection] = remaining
-            else:
-                del self._busy[connection]
+    async def _control(self, request: web.BaseRequest) -> web.Response:
+        return await control_response(self, request)
 
     async def _serve(self, request: web.BaseRequest) -> web.StreamResponse:
         faults = self._faults
@@ -571,24 +368,6 @@ class FakeProvider:
             return self.plan.headers()
         limits = self.key_limits()
         return limits.headers() if limits is not None else {}
-
-    def _record(
-        self, request: web.BaseRequest, headers: dict[str, str], body: Any
-    ) -> RecordedRequest | None:
-        self._request_count += 1
-        if self._arrival is not None:
-            if not self._arrival.done():
-                self._arrival.set_result(None)
-            self._arrival = None
-        if self.max_recorded <= 0:
-            return None
-        record = RecordedRequest(request.method, request.path, headers, body, time.monotonic(),
-                                 request.query_string)
-        self.requests.append(record)
-        if len(self.requests) > self.max_recorded:
-            del self.requests[: len(self.requests) - self.max_recorded // 2]
-        return record
-
 
 async def start_fakes(
     specs: Sequence[tuple[str, Protocol]], *, host: str = "127.0.0.1"

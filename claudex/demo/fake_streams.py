@@ -4,7 +4,8 @@ broken as the fault says) and dropped connections.
 `FakeProvider` (`claudex.demo.fake_provider`) decides what a request gets; its `ReplyWriter`
 puts that on the wire in the provider's protocol (`fake_replies` builds the bodies). The writer
 reads the provider's `faults` and `stream_delay_ms` when it writes, so a change made meanwhile
-applies to the stream under way.
+applies to the stream under way. It knows the provider by what it reads of it (`WrittenFake`),
+so this module does not import the provider's.
 """
 
 from __future__ import annotations
@@ -13,19 +14,37 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
 from claudex.demo import fake_replies as replies
+from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_replies import ErrorKind
+from claudex.demo.fake_replies import Protocol as ApiProtocol
 from claudex.demo.fake_responses import reasoning_for
 from claudex.demo.faults import Fault, FaultState
-from claudex.demo.recording import presented_tokens
+from claudex.demo.recording import RecordedRequest, presented_tokens
 from claudex.demo.replies_responses import refused_stream, responses_stream
 
-if TYPE_CHECKING:
-    from claudex.demo.fake_provider import FakeProvider
+
+class WrittenFake(Protocol):
+    """What the writer reads of the fake provider it writes for (`FakeProvider` is one)."""
+
+    name: str
+    protocol: ApiProtocol
+    models: tuple[str, ...]
+    plan: Plan | None
+    stream_delay_ms: float
+    requests: list[RecordedRequest]
+
+    @property
+    def faults(self) -> FaultState: ...
+
+    def quota_headers(self) -> dict[str, str]: ...
+
+    async def hold(self) -> None: ...
+
 
 Pause = Callable[[float], Awaitable[bool]]
 """Sleep that many seconds; False if the provider is stopping meanwhile."""
@@ -46,7 +65,7 @@ def drop(
 class ReplyWriter:
     """Writes one fake provider's answers; also numbers its replies and request ids."""
 
-    def __init__(self, provider: FakeProvider, pause: Pause) -> None:
+    def __init__(self, provider: WrittenFake, pause: Pause) -> None:
         self._provider = provider
         self._pause = pause
         self._id_prefix = secrets.token_hex(4)
