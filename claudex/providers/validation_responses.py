@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claudex.providers.validation import (
+from claudex.providers.validation_problems import (
     PathPart,
     fail,
     optional_fields,

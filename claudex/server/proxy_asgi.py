@@ -23,6 +23,7 @@ from claudex.engine.core.request import Endpoint, ForwardResult, ProxyRequest
 from claudex.engine.engine import Engine
 from claudex.providers import anthropic, fastjson, openai, validation
 from claudex.providers.usage_chunks import WithoutUsage, asked_for_usage
+from claudex.providers.validation_problems import InvalidRequest
 
 log = logging.getLogger("claudex.server")
 
@@ -173,7 +174,7 @@ class ProxyRoutes:
             return
         try:
             validation.check_top_level(protocol, endpoint, body)
-        except validation.InvalidRequest as exc:
+        except InvalidRequest as exc:
             _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))
             return
@@ -186,7 +187,7 @@ class ProxyRoutes:
         )
         try:
             result, flow = await self._forward(req)
-        except validation.InvalidRequest as exc:  # found deeper, e.g. by a local token count
+        except InvalidRequest as exc:  # found deeper, e.g. by a local token count
             _log_refusal(protocol, endpoint, profile, 400, str(exc))
             await self._answer(send, 400, validation.error_body(protocol, exc.problem))
             return

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from claudex.providers.translate.responses_client import responses_request
 from claudex.providers.translate.responses_client_answers import chat_to_responses_answer
-from claudex.providers.validation import InvalidRequest, check_top_level
+from claudex.providers.validation import check_top_level
+from claudex.providers.validation_problems import InvalidRequest
 
 RICH: dict[str, Any] = {
     "model": "gpt-5", "instructions": "Be brief.", "stream": True, "store": False,

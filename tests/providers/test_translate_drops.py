@@ -20,7 +20,8 @@ from claudex.providers.translate.drops import (
     DropName,
     listed,
 )
-from claudex.providers.validation import InvalidRequest, check_top_level
+from claudex.providers.validation import check_top_level
+from claudex.providers.validation_problems import InvalidRequest
 
 
 def test_the_tables_and_the_type_of_names_agree() -> None:

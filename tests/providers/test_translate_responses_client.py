@@ -13,7 +13,7 @@ from claudex.providers.translate.responses_client_reasoning import (
     ReasoningTap,
     without_foreign_reasoning,
 )
-from claudex.providers.validation import InvalidRequest
+from claudex.providers.validation_problems import InvalidRequest
 
 SHELL = {"type": "function", "name": "exec_command", "description": "Run a command.",
          "strict": False, "parameters": {"type": "object",

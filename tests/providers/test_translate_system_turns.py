@@ -16,8 +16,8 @@ from claudex.providers.translate import (
     openai_to_anthropic_request,
 )
 from claudex.providers.translate.system_turns import supports_system_turns
-from claudex.providers.validation import InvalidRequest
 from claudex.providers.validation_messages import check_anthropic_contents
+from claudex.providers.validation_problems import InvalidRequest
 from tests.providers.test_translate_requests import openai_requests
 
 TAKES_TURNS = "claude-opus-4-8"     # a model that takes system turns inside messages

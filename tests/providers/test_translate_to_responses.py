@@ -25,7 +25,7 @@ from claudex.providers.translate.to_responses import (
     chat_to_responses_request,
 )
 from claudex.providers.translate.tools import ToolNameMap
-from claudex.providers.validation import InvalidRequest
+from claudex.providers.validation_problems import InvalidRequest
 
 LONG_TOOL = "mcp__a_very_long_server_name__" + "x" * 60
 

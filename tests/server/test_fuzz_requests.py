@@ -35,7 +35,7 @@ from claudex.demo.fake_provider import FakeProvider
 from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.engine import Engine
 from claudex.providers import translate
-from claudex.providers.validation import Problem
+from claudex.providers.validation_problems import Problem
 from claudex.server import run
 from claudex.server.app import create_app
 from claudex.server.run import RunningServer

@@ -35,7 +35,7 @@ from claudex.providers import anthropic, fastjson, openai, responses
 from claudex.providers import translate as tr
 from claudex.providers.thinking import make_portable
 from claudex.providers.usage_chunks import asked_for_usage
-from claudex.providers.validation import InvalidRequest, Problem
+from claudex.providers.validation_problems import InvalidRequest, Problem
 
 log = logging.getLogger("claudex.translate")
 

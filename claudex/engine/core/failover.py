@@ -56,8 +56,8 @@ from claudex.engine.masking.secrets import SCRUBBER
 from claudex.engine.routing.estimate import could_be_long, estimated_prompt_tokens
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.translate import estimate_input_tokens
-from claudex.providers.validation import InvalidRequest
 from claudex.providers.validation import error_body as request_error_body
+from claudex.providers.validation_problems import InvalidRequest
 
 log = logging.getLogger("claudex.engine")
 

@@ -50,7 +50,7 @@ from claudex.providers.translate.responses_client_tools import (
     responses_tools_to_openai,
 )
 from claudex.providers.translate.tools import ToolNameMap
-from claudex.providers.validation import fail
+from claudex.providers.validation_problems import fail
 from claudex.providers.validation_responses import check_responses_contents
 
 Target = Literal["openai", "anthropic"]

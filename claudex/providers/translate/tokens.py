@@ -12,8 +12,8 @@ import json
 import math
 from typing import Any
 
-from claudex.providers.validation import InvalidRequest, Problem
 from claudex.providers.validation_messages import check_anthropic_contents
+from claudex.providers.validation_problems import InvalidRequest, Problem
 
 IMAGE_TOKENS = 1600       # Anthropic's ceiling for a ~1.15 megapixel image
 DOCUMENT_TOKENS = 3000    # a PDF of a few pages; the real figure depends on its pages
