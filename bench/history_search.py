@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from claudex.engine.history.journal import open_database
+from claudex.engine.history.database import open_database
 from claudex.engine.history.query import HistoryQuery, read_history
 
 COLUMNS = ("event_id", "time", "protocol", "endpoint", "model", "profile", "provider", "status",

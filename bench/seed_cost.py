@@ -1,5 +1,5 @@
 """What seeding the panels' counters from the history journal costs at start, before and after
-the per-minute aggregates (engine/history/seed.py, journal.py version 2).
+the per-minute aggregates (engine/history/seed.py, database.py version 2).
 
     python -m bench.seed_cost [ROWS]      (default 312000: a busy day)
 
@@ -31,13 +31,13 @@ from typing import Any
 
 from claudex.engine.core.request import Attempt
 from claudex.engine.core.usage import Usage
-from claudex.engine.history.journal import (
+from claudex.engine.history.database import (
     _REQUEST_COLUMNS,
     HEADERS_REMASKED,
     MINUTES_KEPT,
-    Journal,
     open_database,
 )
+from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import Seed, _read, local_midnight
 
 PROVIDERS = ("claude", "claude-backup", "gpt")

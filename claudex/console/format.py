@@ -15,7 +15,7 @@ from typing import Any
 
 from claudex.engine.breaker.trips import duration_words
 from claudex.engine.events import Event
-from claudex.engine.history.journal import outcome_of
+from claudex.engine.history.rows import outcome_of
 from claudex.engine.masking.logs import REDACTOR
 from claudex.text.history import record_from_event
 from claudex.text.usage import compact_count
@@ -227,7 +227,7 @@ class RequestRow:
     @property
     def outcome(self) -> str:
         """`ok`, `failover` or `failed` (a stream that broke after a 200 included), as the
-        journal says it (journal.outcome_of)."""
+        journal says it (history/rows.py outcome_of)."""
         if self.status is None or self.status >= 400 or self.broke:
             return "failed"
         return "failover" if self.failed_over else "ok"
@@ -280,7 +280,7 @@ def _row(data: Mapping[str, Any], epoch: float, key: int | str | None, time_text
 
 
 def _broke_stream(attempts: Any, status: Any) -> bool:
-    """The served stream broke after its 200 (journal.outcome_of's rule)."""
+    """The served stream broke after its 200 (history/rows.py outcome_of's rule)."""
     if not isinstance(status, int) or status >= 400 or not isinstance(attempts, list):
         return False
     return outcome_of({"status": status, "attempts": attempts}) == "failed"

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from claudex.engine.events import Event
-from claudex.engine.history.journal import outcome_of
+from claudex.engine.history.rows import outcome_of
 from claudex.engine.masking.header_policy import shown_headers
 from claudex.engine.masking.secrets import SCRUBBER
 from claudex.text.cost import usd_text

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
 from claudex.engine.core.usage import Usage
 from claudex.engine.events import Event, EventBus, EventKind
-from claudex.engine.history.journal import outcome_of_attempts
+from claudex.engine.history.rows import outcome_of_attempts
 from claudex.engine.masking.header_policy import shown_headers
 from claudex.engine.masking.secrets import SCRUBBER
 from claudex.providers.windows import Described, described_windows

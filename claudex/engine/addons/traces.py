@@ -131,7 +131,7 @@ def _error_type(attempt: Attempt) -> str:
 
 
 def outcome_word(flow: Flow) -> str:
-    """ok / failover / failed, as the journal counts them (engine/history/journal.py)."""
+    """ok / failover / failed, as the journal counts them (engine/history/rows.py)."""
     result = flow.result
     if result is None or result.status >= 400:
         return "failed"

@@ -4,7 +4,7 @@ At engine start, with history on, a thread reads what the journal kept from befo
 lifetime: today's totals per provider (attempts sent, successes, failures, 429s, tokens and
 their cost), the last 30 minutes per minute (requests, errors, tokens) and the latency samples
 of the last five minutes. The totals and the minutes come from the per-minute aggregates the
-journal keeps as it writes (journal.py, version 2: at most a day's minutes times the providers
+journal keeps as it writes (database.py, version 2: at most a day's minutes times the providers
 and outcomes, whatever the traffic was), the rows of the minute this engine started in from the
 rows themselves; a journal whose aggregates are not built yet is read from its rows (grouped
 queries, SQLite's json_each over each request's attempt trail: the same numbers, in time that
@@ -14,8 +14,8 @@ short step. Only rows written before this engine started are read, so
 nothing this lifetime journals is counted twice. `/metrics` is not seeded: its counters and
 histograms count this process's observations, as Prometheus expects of a restarted process.
 
-Reading is read-only (journal.py owns the schema and the writes); a journal that cannot be read
-logs one warning and the counters start from zero, as they did before there was a journal.
+Reading is read-only (database.py owns the schema, journal.py the writes); a journal that cannot
+be read logs one warning and the counters start from zero, as they did before there was a journal.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from claudex.engine.core.classify import Outcome
 from claudex.engine.core.policy import breaker_failure
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.usage import TokenTotals, Usage
-from claudex.engine.history.journal import keeps_minutes
+from claudex.engine.history.database import keeps_minutes
 
 log = logging.getLogger("claudex.history")
 
@@ -101,7 +101,7 @@ _MINUTE_TOKENS: Final = (
     "SUM(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) + "
     "COALESCE(cache_read_tokens, 0) + COALESCE(cache_write_tokens, 0)) FROM requests "
     "WHERE time >= ? AND time < ? AND provider IS NOT NULL GROUP BY 1, 2")
-# The same from the per-minute aggregates journal.py keeps, over whole minutes `?`..`?`.
+# The same from the per-minute aggregates database.py keeps, over whole minutes `?`..`?`.
 _DAY_MINUTE_ATTEMPTS: Final = ("SELECT provider, outcome, local, SUM(count) FROM minute_attempts "
                                "WHERE minute >= ? AND minute < ? GROUP BY 1, 2, 3")
 _DAY_MINUTE_USAGE: Final = (

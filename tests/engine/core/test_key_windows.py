@@ -77,7 +77,7 @@ async def test_a_spent_key_limit_shows_full_with_its_reset(fakes: Any, proxy_fac
 
 async def test_the_journal_keeps_no_keys_windows_status_shows_them(
         fakes: Any, proxy_factory: Any, tmp_path: Path) -> None:
-    # The journal keeps a plan's windows only (engine/history/journal.py: an API key's limits
+    # The journal keeps a plan's windows only (engine/history/rows.py: an API key's limits
     # change with every answer and cost the writer a parse a row); status has them now.
     journal = Journal(tmp_path / "history.sqlite3")
     proxy = await _keys(fakes, proxy_factory, journal=journal)

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from claudex.demo.fake_plans import Plan
-from claudex.engine.history.journal import Journal, open_database
+from claudex.engine.history.database import open_database
+from claudex.engine.history.journal import Journal
 from claudex.providers.windows import clock_text
 from tests.conftest import anthropic_body, build_config, profile_toml
 

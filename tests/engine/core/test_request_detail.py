@@ -16,7 +16,8 @@ from typing import Any
 import httpx
 
 from claudex.engine.events import Event
-from claudex.engine.history.journal import Journal, open_database
+from claudex.engine.history.database import open_database
+from claudex.engine.history.journal import Journal
 from claudex.engine.masking.header_policy import shown_headers
 from claudex.engine.masking.secrets import SCRUBBER
 from tests.conftest import Proxy, anthropic_body, build_config, eventually, profile_toml

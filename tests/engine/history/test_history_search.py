@@ -14,7 +14,8 @@ import pytest
 from claudex.console.link import LocalLink, read_journal
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event, EventBus
-from claudex.engine.history.journal import Journal, open_database
+from claudex.engine.history.database import open_database
+from claudex.engine.history.journal import Journal
 from claudex.engine.history.query import (
     HistoryQuery,
     HistoryQueryError,

@@ -19,8 +19,9 @@ from rich.console import Console
 
 from claudex.demo.world import free_port
 from claudex.engine.events import Event, EventBus
-from claudex.engine.history.journal import Journal, outcome_of
+from claudex.engine.history.journal import Journal
 from claudex.engine.history.query import HistoryQuery, HistoryQueryError, parse_query, read_history
+from claudex.engine.history.rows import outcome_of
 from claudex.text.status import render_status
 from tests.cli.test_cli import claudex, spawn_serve, wait_until_serving
 from tests.conftest import GLOBALS, anthropic_body, build_config, profile_toml

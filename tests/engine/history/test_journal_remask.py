@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from claudex.engine.history.journal import HEADERS_REMASKED, Journal, open_database
+from claudex.engine.history.database import HEADERS_REMASKED, open_database
+from claudex.engine.history.journal import Journal
 from claudex.engine.masking.header_policy import masked_value, shown_headers
 from claudex.engine.masking.secrets import mask_secret
 from tests.cli.test_cli import claudex

@@ -1,4 +1,4 @@
-"""The per-minute aggregates the journal keeps as it writes (engine/history/journal.py, version
+"""The per-minute aggregates the journal keeps as it writes (engine/history/database.py, version
 2) and the seed read from them (engine/history/seed.py): the same numbers as the rows give, for
 the whole minutes and the minute the engine started in; a journal from before gains them once;
 retention takes them with the rows; a restart minutes later seeds from them."""
@@ -17,7 +17,8 @@ import pytest
 import claudex.engine.engine as engine_module
 from claudex.engine.addons.stats import LOCAL_ESTIMATE
 from claudex.engine.events import Event
-from claudex.engine.history.journal import HEADERS_REMASKED, MINUTES_KEPT, Journal
+from claudex.engine.history.database import HEADERS_REMASKED, MINUTES_KEPT
+from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import Seed, _read, _spans, local_midnight, read_seed
 from tests.conftest import build_config, profile_toml
 from tests.engine.history.test_journal import journal_with

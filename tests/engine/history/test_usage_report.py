@@ -15,7 +15,8 @@ import pytest
 
 from claudex.cli import main
 from claudex.engine.events import Event, EventBus
-from claudex.engine.history.journal import Journal, open_database
+from claudex.engine.history.database import open_database
+from claudex.engine.history.journal import Journal
 from claudex.engine.history.usage_report import read_usage
 from claudex.text.usage import summary
 
