@@ -1,66 +1,35 @@
 """Walk a profile's failover chain for one request (DESIGN.md, failure table and commit rule).
 
-For each chain member: skip it if it cannot serve (recording why), otherwise try it. Each try
-ends in an outcome (classify.py maps statuses and transport errors); what follows — trying the
-same provider again, moving on, answering the client, the breaker and health effects — is that
-outcome's row of the failure policy (policy.py), executed here without a decision of its own
-(the retries themselves are carried out by retries.py). Streams are handed to
-`streaming.open_stream`, which commits to a provider only at its first content event.
+The request's life (`Forwarder.answer`, `finish`: its id, its route, the lifecycle hooks) and
+its chain: who may serve it, in what order (a pool's balance, a plan's reserve, `avoid_slow`),
+and for each member in turn, skip it if it cannot serve (recording why: breaker, cooldown, spent
+window, a context window too small) or hand it to `OneProvider.serve` (one_provider.py), which
+tries it and executes the failure policy's row for what came of it. The first answer for the
+client ends the walk; none, and the all-failed answer says why.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
-import logging
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from claudex.config.model import Profile
-from claudex.engine.addons.windows import windows_in_stream
 from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.core.addressing import map_model
-from claudex.engine.core.answers import (
-    all_failed,
-    error_result,
-    passed_headers,
-    scrub_error_body,
-    tag,
-)
-from claudex.engine.core.classify import (
-    Outcome,
-    classify_status,
-    map_transport_error,
-    plan_limit,
-    stated_context_window,
-    stated_token_limit,
-)
+from claudex.engine.core.answers import all_failed, error_result
 from claudex.engine.core.conversation import conversation_of, first_turn
 from claudex.engine.core.exchange import Exchange
-from claudex.engine.core.gate import GatedResponse
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
-from claudex.engine.core.policy import OK_RULE, POLICY, BreakerEffect, Local, Rule
+from claudex.engine.core.one_provider import OneProvider
 from claudex.engine.core.pools import CACHE_S, PoolTurn
 from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
-from claudex.engine.core.retries import Retries
 from claudex.engine.core.runtime import ProviderRuntime
-from claudex.engine.core.stalls import StreamDeadlines, within
-from claudex.engine.core.streaming import open_stream
-from claudex.engine.core.tries import EngineCore, Seen, Tries
+from claudex.engine.core.tries import EngineCore
 from claudex.engine.core.usage import Usage, usage_in_body
-from claudex.engine.credentials.cache import AuthHeaders, CredentialError
-from claudex.engine.events import Event
-from claudex.engine.masking.secrets import SCRUBBER
 from claudex.engine.routing.estimate import could_be_long, estimated_prompt_tokens
-from claudex.providers import anthropic, openai, responses
-from claudex.providers.translate import estimate_input_tokens
-from claudex.providers.validation import error_body as request_error_body
-from claudex.providers.validation_problems import InvalidRequest
-
-log = logging.getLogger("claudex.engine")
-
 
 
 def _passed_over(core: EngineCore, flow: Flow, rt: ProviderRuntime | None, skipped: Attempt,
@@ -112,15 +81,6 @@ def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
     return None
 
 
-def _unhook_frames(exc: BaseException) -> None:
-    """Let go of a mapped transport error's frames. aiohttp keeps a refused connect's error in a
-    local of a frame in its own traceback, and each frame holds its callers: the cycle kept the
-    request's whole context (flow, exchange, ledger: ~11 KB) until a collection of the cyclic
-    garbage, which a failing provider piles up (RSS +1.7 MB over 110 failovers)."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        seen.__traceback__ = None
-        seen = seen.__cause__ or seen.__context__
 
 
 def _base36(n: int) -> str:
@@ -132,12 +92,6 @@ def _base36(n: int) -> str:
             return digits
 
 
-def _queue_full(rt: ProviderRuntime) -> str:
-    limit = rt.gate.limit.limit
-    held = (f"{limit} at once, adaptive" if limit is not None
-            else f"max_connections = {rt.gate.max_connections}")
-    return (f"waited {rt.profile.queue_timeout:g} s (queue_timeout) for a slot "
-            f"({held})")
 
 
 @dataclass
@@ -156,7 +110,7 @@ class Way:
 class Forwarder:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
-        self._retries = Retries(core).by_kind  # how each kind of policy.Retry is carried out
+        self._one = OneProvider(core)  # serves the request from one member (one_provider.py)
         # Request ids: this engine's start time and a counter, both base 36 (`mfy3k2-1c`).
         self._id_base = _base36(int(core.wall()))
         self._ids = itertools.count(1)
@@ -375,7 +329,7 @@ class Forwarder:
             exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
             exchange.signatures = core.signatures
             try:
-                result = await self._serve(ledger, exchange)
+                result = await self._one.serve(ledger, exchange)
             finally:
                 ledger.release()  # a no-op once settled; covers cancellation mid-attempt
             if result is not None:
@@ -466,220 +420,3 @@ class Forwarder:
                 name, "slow", message=rt.slowness.verdict.words(),
                 pool=way.pool_of.get(name) if way.pool_of else None))
         return [n for n in names if n not in avoided] + [n for n in names if n in avoided]
-
-    # -- one provider --------------------------------------------------------------------------
-
-    async def _serve(self, ledger: Ledger, exchange: Exchange) -> ForwardResult | None:
-        """Serve the request from one provider, or return None (after recording why) to fail
-        over. Each try ends in an outcome whose row of the failure policy (engine/core/policy.py)
-        says what follows; this loop only executes it. Every path settles the ledger's permit
-        exactly once."""
-        req, profile = exchange.req, ledger.rt.profile
-        if req.endpoint == "count_tokens" and profile.protocol != "anthropic":
-            ledger.release()
-            return self._local_token_estimate(req, profile.name, ledger.trail.attempts)
-        tries = Tries(exchange.url())
-        while True:
-            seen = await self._try(ledger, exchange, tries)
-            rule = POLICY[seen.key]
-            if rule is OK_RULE:  # the usual try: nothing to retry, no coroutine to ask
-                return self._conclude(rule, ledger, exchange, seen, None)
-            step = await self._retries[rule.retry](ledger, exchange, seen, tries)
-            if step.again:
-                ledger.note(seen.attempt, rule)
-                if step.wait is not None:
-                    await self.core.sleep(step.wait)
-                continue
-            if step.instead is not None:  # the retry could not happen: another row decides
-                ledger.note(seen.attempt, rule)
-                seen, rule = step.instead, POLICY[step.instead.key]
-            return self._conclude(rule, ledger, exchange, seen, step.retry_after)
-
-    def _conclude(self, rule: Rule, ledger: Ledger, exchange: Exchange, seen: Seen,
-                  retry_after: float | None) -> ForwardResult | None:
-        if rule.breaker is BreakerEffect.SUCCESS:
-            if not ledger.streaming:  # a committed stream succeeds when it ends
-                # A whole answer's attempt_ended waits for the client to have it (hooks.py).
-                whole = seen.result is not None and seen.result.stream is None
-                ledger.succeed(seen.attempt.status or 200, seen.attempt, later=whole)
-        else:
-            ledger.conclude(rule, seen.attempt, retry_after, seen.problem)
-        if rule.failover:
-            return None
-        return tag(seen.result or self._passed_on(ledger, exchange, seen))
-
-    async def _try(self, ledger: Ledger, exchange: Exchange, tries: Tries) -> Seen:
-        """Send the request once and say what came of it (an outcome, never a decision)."""
-        core, rt, req = self.core, ledger.rt, exchange.req
-        profile = rt.profile
-        ledger.not_sending()
-        if tries.body is None:
-            try:
-                tries.body = exchange.body()
-            except InvalidRequest as exc:  # the client's request is malformed: 400, no provider
-                log.warning("%s: refused a %s %s request while translating it for %s (400, "
-                            "not sent): %s", profile.name, req.protocol, req.endpoint,
-                            exchange.upstream, exc)
-                return Seen(Local.INVALID_REQUEST, ledger.attempt(
-                    Local.INVALID_REQUEST, None, str(exc)[:200]), result=ForwardResult(
-                    400, {"content-type": "application/json"}, None, ledger.trail.attempts,
-                    body=request_error_body(req.protocol, exc.problem)))
-            except Exception as exc:  # a claudex bug, not the provider's fault
-                return Seen(Local.TRANSLATION_ERROR, ledger.attempt(
-                    Local.TRANSLATION_ERROR, None, str(exc)[:200]))
-        auth = rt.credentials.headers_now()  # the usual request: nothing to load, no await
-        if auth is False:
-            try:
-                auth = await rt.credentials.auth_headers()
-            except CredentialError as exc:
-                return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None,
-                                                              str(exc)), problem=exc.reason)
-        if rt.health.credentials_problem is not None:
-            rt.health.credentials_problem = None
-        # claudex's own queue (engine/core/gate.py): waiting here is never the provider's fault.
-        if not rt.gate.take_now() and not await rt.gate.acquire(profile.queue_timeout):
-            return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
-                                                          _queue_full(rt)))
-        started = core.clock()
-        alone = rt.gate.in_flight == 1  # a 429 then is a quota, not too much concurrency
-        if tries.rate_limited == 0:
-            rt.budget.request(started)
-        ledger.sending(exchange, started)
-        deadlines = StreamDeadlines.start(profile) if req.stream else None
-        try:
-            sending = core.transport.send(
-                profile.name, "POST", tries.url, exchange.headers(auth),
-                tries.body, connect_timeout=profile.connect_timeout,
-                # A stream has deadlines of its own (engine/core/stalls.py): before the commit,
-                # `within`; after it, the relay's idle watch. No socket read timer.
-                read_timeout=profile.read_timeout if deadlines is None else None,
-            )
-            resp = GatedResponse(await (sending if deadlines is None
-                                        else within(deadlines.headers(), sending)), rt.gate)
-        except BaseException as exc:
-            rt.gate.release()
-            if not isinstance(exc, Exception):
-                raise
-            outcome, words = map_transport_error(exc)  # mapped at one place
-            _unhook_frames(exc)
-            return Seen(outcome, ledger.attempt(outcome, None, words))
-        ledger.headers_arrived()
-        status = resp.status
-        oauth = profile.auth_type == "oauth" or profile.token_command is not None
-        outcome = classify_status(status, oauth=oauth)
-        # A whole 2xx tells its headers once it is known to be the answer served (then at
-        # finish, hooks.py) or to fail over (_answer); every other answer tells them now.
-        whole = outcome is Outcome.OK and deadlines is None and not exchange.chatgpt
-        if not whole:
-            self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
-        if outcome is Outcome.OK:
-            return await self._answer(ledger, exchange, resp, status, deadlines, auth,
-                                      headers_told=not whole)
-        # Every non-2xx answer is small: read it whole for the message and pass-through.
-        try:
-            payload = await resp.read()
-        except Exception:
-            payload = b""
-        payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
-        message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
-                   else responses.error_message(payload) if profile.protocol == "responses"
-                   else openai.error_message(payload))
-        limit = stated_token_limit(outcome, status, message)
-        if limit is not None and req.endpoint != "count_tokens":
-            outcome = Outcome.TOKEN_LIMIT
-        elif status == 429 and plan_limit(outcome, status, resp.headers, payload):
-            outcome = Outcome.PLAN_LIMIT
-        elif outcome is Outcome.CLIENT_ERROR and req.endpoint != "count_tokens":
-            refusal = stated_context_window(outcome, status, message, payload)
-            if refusal is not None:
-                self._learn_context_window(rt, exchange, refusal.window)
-                if not exchange.addressed:  # the addressed profile's 400 goes to the client
-                    outcome = Outcome.CONTEXT_EXCEEDED
-        return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
-                     payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
-
-    def _tell_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
-                      headers: Sequence[tuple[bytes, bytes]]) -> None:
-        for hook in self.core.hooks.upstream_headers:
-            try:
-                hook(flow, rt, status, headers)
-            except Exception:
-                addon_failed(hook)
-
-    def _learn_context_window(self, rt: ProviderRuntime, exchange: Exchange,
-                              stated: int | None) -> None:
-        """Remember the window the provider stated for the model sent, or, when it did not say
-        its size, just under the estimate of the prompt it refused (a later one as long is
-        passed over); one event and one log line when it is new."""
-        req = exchange.req
-        if stated is not None:
-            window = stated
-        else:  # under this prompt's estimate, and under any refused before it
-            window = estimated_prompt_tokens(req.protocol, req.body) - 1
-            known = rt.context_limits.get(exchange.model or "")
-            window = window if known is None else min(known, window)
-        if window < 1 or not rt.learn_context_window(exchange.model, window):
-            return
-        said = "" if stated is not None else "about "
-        words = (f"{rt.name}: context window {said}{window:,} tokens for "
-                 f"{exchange.model or 'its model'} (refused a longer prompt); as a backup it is "
-                 f"passed over by longer ones")
-        self.core.events.publish(Event("limit", words, rt.name,
-                                       {"model": exchange.model, "context_window": window}))
-        log.info("%s", words)
-
-    async def _answer(self, ledger: Ledger, exchange: Exchange, resp: GatedResponse,
-                      status: int, deadlines: StreamDeadlines | None,
-                      auth: AuthHeaders | None, *, headers_told: bool) -> Seen:
-        """A 2xx: the stream up to its commit, or the whole answer; or why it failed."""
-        rt = ledger.rt
-        if deadlines is not None:
-            streamed = await open_stream(ledger, exchange, resp, deadlines,
-                                         self._learn_context_window)
-            if isinstance(streamed, ForwardResult):
-                return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=streamed)
-            if auth is not None:
-                SCRUBBER.note(auth.token)  # its failure message may quote the token
-            outcome, words = streamed
-            return Seen(outcome, ledger.attempt(outcome, status, words))
-        try:
-            raw = await resp.read()
-            if exchange.chatgpt and b"codex.rate_limits" in raw[:4096]:  # the plan's windows
-                windows_in_stream(ledger.flow, rt, raw[:4096])
-            payload = exchange.answer(raw)
-        except Exception as exc:
-            mapped, words = map_transport_error(exc)
-            if isinstance(exc, ValueError | RecursionError):  # not JSON we can use
-                mapped, words = Outcome.SERVER_ERROR, "unreadable answer"
-            if not headers_told:  # it fails over: told now (_try)
-                self._tell_headers(ledger.flow, rt, status, resp.raw_headers)
-            return Seen(mapped, ledger.attempt(mapped, status, words))
-        hooks = self.core.hooks.upstream_headers
-        if hooks and not headers_told:  # the answer served: told at finish (as Ledger.succeed)
-            flow = ledger.flow
-            if flow.later is None:
-                flow.later = []
-            flow.later.append((hooks, flow, rt, status, resp.raw_headers))
-        headers = passed_headers(resp.raw_headers, translating=exchange.translating)
-        headers["content-type"] = "application/json"
-        return Seen(Outcome.OK, ledger.attempt(Outcome.OK, status), result=ForwardResult(
-            status, headers, rt.profile.name, ledger.trail.attempts, body=payload))
-
-    def _passed_on(self, ledger: Ledger, exchange: Exchange, seen: Seen) -> ForwardResult:
-        """The provider's refusal of the client's own request, for the client unchanged."""
-        assert seen.resp is not None and seen.attempt.status is not None
-        status, payload = exchange.error_answer(seen.attempt.status, seen.payload)
-        headers = passed_headers(seen.resp.raw_headers, translating=exchange.translating)
-        headers["content-type"] = "application/json"
-        return ForwardResult(status, headers, ledger.rt.name, ledger.trail.attempts,
-                             body=payload)
-
-    def _local_token_estimate(self, req: ProxyRequest, provider: str,
-                              attempts: list[Attempt]) -> ForwardResult:
-        # An OpenAI-compatible provider has no token-counting endpoint: estimate locally
-        # instead of failing Claude Code's preflight call.
-        estimate = max(1, estimate_input_tokens(req.body))
-        attempts.append(Attempt(provider, "ok", 200, "local estimate"))
-        body = json.dumps({"input_tokens": estimate}).encode()
-        return tag(ForwardResult(200, {"content-type": "application/json"}, provider, attempts,
-                                 body=body))

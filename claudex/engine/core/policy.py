@@ -37,8 +37,9 @@ After a stream has committed (its first content reached the client) nothing is r
 nothing fails over, whatever went wrong: that is `AFTER_COMMIT` (a breaker failure, passed to
 the client as an SSE `error` event).
 
-The forwarding loop (`failover.py`) classifies, looks the row up, and executes it; it makes no
-decision of its own, and `ledger.py` applies the breaker and health effects.
+The forwarding loop (`one_provider.py`, for each member `failover.py` tries) classifies, looks the
+row up, and executes it; it makes no decision of its own, and `ledger.py` applies the breaker and
+health effects.
 """
 
 from __future__ import annotations

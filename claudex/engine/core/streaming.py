@@ -29,7 +29,7 @@ log = logging.getLogger("claudex.proxy")
 _SIGNALS = {"anthropic": anthropic.signal, "openai": openai.signal,
             "responses": responses.signal}
 # Remembers a context window a provider stated (or, None, said without its size) for the
-# exchange's model (Failover._learn_context_window).
+# exchange's model (one_provider.py `OneProvider._learn_context_window`).
 LearnWindow = Callable[[ProviderRuntime, Exchange, int | None], None]
 
 

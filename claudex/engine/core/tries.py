@@ -1,4 +1,4 @@
-"""What the forwarding loop (core/failover.py) carries between the tries of one request at one
+"""What the forwarding loop (core/one_provider.py) carries between the tries of one request at one
 provider: what a try came to (`Seen`), what the failure policy's retry said next (`Step`), what
 has been used of the row's retries (`Tries`); and the part of the engine it works with
 (`EngineCore`)."""

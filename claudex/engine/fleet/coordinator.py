@@ -280,7 +280,7 @@ class Fleet(FleetHealth):
 
     def _watch_contexts(self, name: str, rt: ProviderRuntime | None = None,
                         now_wall: float | None = None) -> None:
-        """A context window failover.py learned (`rt.context_limits`, per model) that differs
+        """A context window one_provider.py learned (`rt.context_limits`, per model) that differs
         from the one last told or heard is news for the fleet."""
         rt = rt or self._runtimes().get(name)
         if rt is None or not rt.context_limits:

@@ -257,7 +257,7 @@ def test_a_learned_context_window_is_told_once_and_a_peers_is_learned_here() -> 
     clock = FakeClock()
     engine, fleet = fleet_engine(clock)
     rt = engine.runtimes["p"]
-    rt.learn_context_window("small", 8192)  # what failover.py does on a backup's 400
+    rt.learn_context_window("small", 8192)  # what one_provider.py does on a backup's 400
     fleet.watch_cooldowns()
     told = fleet.registers["p"].get("context", "small")
     assert told is not None and (told.by, told.tokens) == ("me", 8192)
