@@ -5,4 +5,5 @@ import sys
 
 from claudex.cli.parser import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a walk over the package imports it
+    sys.exit(main())
