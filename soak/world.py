@@ -30,6 +30,7 @@ from claudex.demo.world import free_port
 PROVIDERS: Final = (("alpha", "anthropic"), ("beta", "openai"), ("gamma", "anthropic"))
 BACKUPS: Final = {"alpha": ("beta", "gamma"), "beta": ("gamma",), "gamma": ()}
 OAUTH_PROVIDER: Final = "alpha"
+REPO: Final = Path(__file__).resolve().parent.parent  # where `python -m soak.child` is found
 KEYS: Final = {"SOAK_BETA_KEY": "sk-soak-beta-0123456789", "SOAK_GAMMA_KEY": "sk-soak-gamma-987654"}
 
 
@@ -184,6 +185,10 @@ class ServeProcess:
 class World:
     workdir: Path
     limits: Limits
+    instruments: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables of soak/child.py's opt-in instruments (a memory trace, an injected
+    leak): with any set, the child is `python -m soak.child`, claudex's own command line with
+    them; with none, plain `python -m claudex.cli`."""
     fakes: dict[str, FakeProvider] = field(default_factory=dict)
     tokens: FakeTokenServer = field(default_factory=FakeTokenServer)
     serve: ServeProcess | None = None
@@ -216,11 +221,13 @@ class World:
                                       self.tokens.token_url, self.history))
         config.chmod(0o600)
         log_path = self.workdir / "serve.log"
+        module = "soak.child" if self.instruments else "claudex.cli"
         with log_path.open("wb") as log_file:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "claudex.cli", "--config", str(config), "serve",
+                sys.executable, "-m", module, "--config", str(config), "serve",
                 stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                env=serve_env(self.state_dir),
+                env=serve_env(self.state_dir, self.instruments),
+                cwd=REPO if self.instruments else None,
             )
         self.serve = ServeProcess(proc, f"http://127.0.0.1:{port}", log_path)
         await self._wait_until_serving()
