@@ -144,6 +144,21 @@ def _held(most: int = 30, at_least: int = 32) -> dict[str, Any]:
     namespace), the `most` largest by what they reach (sys.getsizeof summed over the objects
     reachable from them, four references deep, modules, classes and code left out), each with
     its holder's type and attribute; and SQLite's own allocations (sqlite3_memory_used)."""
+    import gc
+
+    # `claudex serve` freezes its start-up objects (gc.freeze), and the collector lists none of
+    # them: the engine's own structures among them. Seen again for the census; what is alive
+    # then is frozen again after it (a census run's later cyclic garbage may outlive it).
+    frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        return _census(at_least, most)
+    finally:
+        if frozen:
+            gc.freeze()
+
+
+def _census(at_least: int, most: int) -> dict[str, Any]:
     import ctypes
     import gc
     import types
@@ -204,7 +219,10 @@ def _holder(obj: Any, ignore: int) -> str:
             namespace: dict[Any, Any] = ref
             for owner in gc.get_referrers(namespace):
                 if getattr(owner, "__dict__", None) is namespace:
-                    name = next((k for k, v in namespace.items() if v is obj), "?")
+                    name = "?"  # a loop, not a generator: one would hold `obj` in a cell
+                    for key, value in namespace.items():
+                        if value is obj:
+                            name = key
                     kind = (owner.__name__ if isinstance(owner, types.ModuleType)
                             else type(owner).__qualname__)
                     return f"{kind}.{name}"
