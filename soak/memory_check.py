@@ -15,10 +15,10 @@ The soak samples the `claudex serve` child's RSS through the run (`RssSample`, e
                connections between the collector's passes), a step now and then, rarer as the
                run goes on. In the 30-second run that is one step of ~1.5 MB, or none, in the
                judged half; over a 600-second run's second half ~3.5-4 MB in steps, a slope of
-               0.20-0.22. What the judge catches: a leak of ~500 bytes a request in the
-               30-second run (~6,000 requests judged; 4 KB a request is a slope of ~39), of
-               ~42 bytes a request in a 600-second one (~170,000 judged; 2 MB a minute at the
-               soak's ~670 requests a second is a slope of 0.5).
+               0.20-0.22. What the judge catches: a leak of ~400-650 bytes a request in the
+               30-second run (3 MB over the 4,500-7,900 requests judged; 4 KB a request is a
+               slope of ~39), of ~42 bytes a request in a 600-second one (~170,000 judged; 2 MB
+               a minute at the soak's ~670 requests a second is a slope of 0.5).
     warm-up    RSS at the end (idle, after the cool-down) minus RSS after the warm-up (idle):
                at most `WARMUP_ALLOWANCE_MB`. The warm-up fills the bounds the soak's traffic
                reaches (the event backlog's 2,000 records, the latency windows); after it, the
