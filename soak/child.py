@@ -85,8 +85,9 @@ def dump_memory(folder: Path, n: int) -> None:
 
 
 def _collector(tracing: bool, collect: bool) -> dict[str, Any]:
-    """The collector's counts and history; with `collect`, then a full collection and what it
-    freed: the cyclic garbage the process held (a dump's other files are from before it)."""
+    """The collector's counts and history (`objects`: those it tracks; what `claudex serve` froze
+    at start is not among them); with `collect`, then a full collection and what it freed: the
+    cyclic garbage the process held (the dump's other files are from after it)."""
     import gc
     import tracemalloc
 
