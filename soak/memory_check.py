@@ -23,7 +23,7 @@ The soak samples the `claudex serve` child's RSS through the run (`RssSample`, e
                at most `WARMUP_ALLOWANCE_MB`. The warm-up fills the bounds the soak's traffic
                reaches (the event backlog's 2,000 records, the latency windows); after it, the
                conversations `avoid_slow` started elsewhere (1.5 MB at their 10,000) and the
-               allocators' high water above: +2.7-2.9 MB after 30 s, +7.9-8.7 MB after 600 s.
+               allocators' high water above: +2.5-2.9 MB after 30 s, +7.0-8.7 MB after 600 s.
 """
 
 from __future__ import annotations
