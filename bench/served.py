@@ -5,6 +5,7 @@ each case they time."""
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import statistics
 import sys
@@ -15,13 +16,15 @@ import httpx
 
 
 async def start_serve(config: str, port: int, tmp: Path) -> asyncio.subprocess.Process:
-    """`claudex serve` on `config` (written 0600 under `tmp`), once it answers `/healthz`."""
+    """`claudex serve` on `config` (written 0600 under `tmp`), once it answers `/healthz`. Its
+    state (the journal, saved trips) goes to `tmp`, never to the user's state dir."""
     path = tmp / f"profiles-{port}.toml"
     path.write_text(config)
     path.chmod(0o600)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "claudex.cli", "--config", str(path), "serve",
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp / f"state-{port}")})
     async with httpx.AsyncClient() as client:
         for _ in range(1000):  # bounded: ~20 s to start
             if proc.returncode is not None:

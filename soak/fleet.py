@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import sys
 import time
@@ -44,7 +43,14 @@ from claudex.demo.world import free_port
 from soak.chaos import ChaosAction, fault_of, schedule, shrink_context, spend_window
 from soak.checks import BAD_OUTCOMES, judge
 from soak.traffic import Exchange, drive
-from soak.world import KEYS, OAUTH_PROVIDER, PROVIDERS, Limits, config_text, write_credentials
+from soak.world import (
+    OAUTH_PROVIDER,
+    PROVIDERS,
+    Limits,
+    config_text,
+    serve_env,
+    write_credentials,
+)
 from tests.redis_server import RedisServer
 
 OUTAGE_PROVIDER = "gamma"  # the end of every chain: a request to it has no backup to hide it
@@ -134,6 +140,7 @@ class FleetSoak:
         self.restart_windows: dict[str, list[tuple[float, float]]] = {}
         self._restart_task: asyncio.Future[None] | None = None
         self._redis_task: asyncio.Future[None] | None = None
+        self.state_dir = workdir / "state"  # XDG_STATE_HOME of every instance, never the user's
 
     # -- the world -------------------------------------------------------------------------
 
@@ -151,8 +158,11 @@ class FleetSoak:
         for i in range(self.plan.instances):
             name, port = f"i{i}", free_port()
             config = self.workdir / f"{name}.toml"
+            # Each instance a journal of its own, in the soak's folder, as on machines of
+            # their own (docs/history.md says what instances sharing one journal do).
             config.write_text(config_text(self.fakes, port, self.plan.limits, creds,
-                                          self.tokens.token_url)
+                                          self.tokens.token_url,
+                                          self.state_dir / name / "history.sqlite3")
                               + f'\n[fleet]\nredis_url = "{self.redis.url}"\nname = "{name}"\n')
             config.chmod(0o600)
             self.instances.append(_Instance(name, port, config, self.workdir / f"{name}.log"))
@@ -163,7 +173,7 @@ class FleetSoak:
             inst.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "claudex.cli", "--config", str(inst.config), "serve",
                 stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                env={**os.environ, **KEYS})
+                env=serve_env(self.state_dir))
         for _ in range(1000):  # bounded: ~20 s to start
             if inst.proc.returncode is not None:
                 raise RuntimeError(f"{inst.name} exited: {inst.log.read_text()[-1500:]}")

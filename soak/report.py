@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from soak.checks import BAD_OUTCOMES
+from soak.memory_check import SLOPE_MIN_REQUESTS
 from soak.run import SoakReport
 
 _OUTCOME_ORDER = ("ok", "error", "stream_error", "malformed", "lost", "late")
@@ -46,7 +47,13 @@ def summary_table(report: SoakReport) -> Table:
                   f"{report.percentile_ms(0.5):.1f} / {report.percentile_ms(0.99):.1f} / "
                   f"{max(report.latencies_ms, default=0.0):.1f} ms")
     table.add_row("deadline per request", f"{report.deadline_s:.1f} s")
-    table.add_row("RSS warm → end", f"{report.rss_mb[0]:.1f} → {report.rss_mb[1]:.1f} MB")
+    table.add_row("RSS warm → end (peak)", f"{report.rss_mb[0]:.1f} → {report.rss_mb[1]:.1f} MB"
+                  + (f" ({report.memory.peak_mb:.1f})" if report.memory else ""))
+    if report.memory is not None:
+        judged = (f"{report.memory.slope:+.2f} MB per 10,000 requests "
+                  f"(over {report.memory.judged_requests:,})"
+                  if report.memory.judged_requests >= SLOPE_MIN_REQUESTS else "too short to judge")
+        table.add_row("RSS slope, chaos' second half", judged)
     table.add_row("open files warm → end", f"{report.fds[0]} → {report.fds[1]}")
     table.add_row("exit status on SIGTERM", str(report.exit_status))
     verdict = "[bold green]0[/]" if report.ok else f"[bold red]{len(report.violations)}[/]"

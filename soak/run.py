@@ -6,6 +6,9 @@ files can be compared between them):
     chaos      the seeded fault schedule under full load (a request count or a duration)
     cool-down  faults healed, tripped breakers reset, fault-free traffic; then idle: final RSS and
                open files; then SIGTERM, which must exit 0
+
+The child's RSS is sampled all along (every 0.25 s, with the requests finished by then): the
+memory judge (soak/memory_check.py) draws its slope from the chaos phase's second half.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,15 +38,19 @@ from soak.checks import (
     upstream_calls,
     upstream_problem,
 )
+from soak.memory_check import SAMPLE_EVERY_S, MemoryVerdict, RssSample, judge_memory
 from soak.traffic import Exchange, drive
-from soak.world import OAUTH_PROVIDER, PROVIDERS, Limits, World
+from soak.world import OAUTH_PROVIDER, PROVIDERS, Limits, ServeProcess, World
 
-RSS_GROWTH_LIMIT_MB = 10.0
 # The engine keeps bounded backlogs that fill with traffic (2,000 events for SSE resumption,
 # the masking caches): the baseline is taken once they are full, so the RSS judge measures
 # leaks, not a backlog reaching its size during the chaos.
 WARMUP_MIN_REQUESTS = 2_200
 FD_GROWTH_LIMIT = 4
+
+PhaseHook = Callable[[str, ServeProcess], Awaitable[None]]
+"""Called with "warm" and "end" when the soak measures the idle child (soak/memory.py dumps
+its memory there)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class SoakReport:
     slowness: Counter[str] = field(default_factory=Counter)
     violations: list[str] = field(default_factory=list)
     rss_mb: tuple[float, float] = (0.0, 0.0)
+    rss_samples: list[RssSample] = field(default_factory=list)
+    memory: MemoryVerdict | None = None
     fds: tuple[int, int] = (0, 0)
     exit_status: int | None = None
     chaos_s: float = 0.0
@@ -111,15 +120,22 @@ class SoakReport:
             "max_ms": round(max(self.latencies_ms, default=0.0), 2),
             "deadline_s": self.deadline_s, "chaos_s": round(self.chaos_s, 2),
             "rss_mb": [round(v, 2) for v in self.rss_mb], "open_fds": list(self.fds),
+            "memory": self.memory.to_json() if self.memory is not None else None,
+            "rss_samples": [[s.at, s.phase, s.requests, round(s.rss_mb, 2)]
+                            for s in self.rss_samples],
             "exit_status": self.exit_status, "violations": self.violations,
         }
 
 
 class _Soak:
-    def __init__(self, plan: SoakPlan, workdir: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, plan: SoakPlan, workdir: Path, say: Callable[[str], None],
+                 instruments: Mapping[str, str], on_measure: PhaseHook | None) -> None:
         self.plan = plan
-        self.world = World(workdir, plan.limits)
+        self.world = World(workdir, plan.limits, instruments)
         self.say = say
+        self.on_measure = on_measure
+        self.phase = "start"
+        self.began = time.monotonic()
         self.report = SoakReport(plan)
         self.exchanges: list[Exchange] = []
         self.trips_done = 0
@@ -140,13 +156,14 @@ class _Soak:
         assert self.world.serve is not None
         self.admin = httpx.AsyncClient(base_url=self.world.serve.url, timeout=10)
         listener = asyncio.create_task(self._collect_events())
+        sampler = asyncio.create_task(self._sample_rss(self.world.serve))
         try:
             await self._until_listening()
             await self._traffic("warm-up", count=None, seconds=self.plan.warmup_s)
             short = WARMUP_MIN_REQUESTS - self.report.by_phase["warm-up"]
             if short > 0:
                 await self._traffic("warm-up", count=short, seconds=None)
-            base = await self._quiet_measure()
+            base = await self._quiet_measure("warm")
             chaos = asyncio.create_task(self._chaos())
             started = time.monotonic()
             await self._traffic("chaos", count=self.plan.requests, seconds=self.plan.seconds)
@@ -156,14 +173,15 @@ class _Soak:
                 await chaos
             await self._heal()
             await self._traffic("cool-down", count=None, seconds=self.plan.warmup_s)
-            end = await self._quiet_measure()
+            end = await self._quiet_measure("end")
             self.report.rss_mb = (base[0], end[0])
             self.report.fds = (base[1], end[1])
             await self._check_final_states()
         finally:
-            listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            for task in (listener, sampler):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await self.admin.aclose()
             self.report.exit_status = await self.world.stop()
         self._judge_all()
@@ -173,6 +191,7 @@ class _Soak:
         assert self.world.serve is not None
         until = None if seconds is None else time.monotonic() + seconds
         first = self.next_id
+        self.phase = phase
         self.say(f"{phase}: {count or seconds} {'requests' if count else 's'} ...")
         self.next_id = await drive(self.world.serve.url, seed=self.plan.seed,
                                    clients=self.plan.clients, first_id=first, count=count,
@@ -181,11 +200,22 @@ class _Soak:
                                    on_done=self.exchanges.append)
         self.report.by_phase[phase] = self.report.by_phase.get(phase, 0) + self.next_id - first
 
-    async def _quiet_measure(self) -> tuple[float, int]:
+    async def _sample_rss(self, serve: ServeProcess) -> None:
+        """The child's RSS every `SAMPLE_EVERY_S`, with the requests finished by then: what the
+        memory judge's slope is drawn from."""
+        samples = self.report.rss_samples
+        while serve.proc.returncode is None:
+            with contextlib.suppress(OSError, RuntimeError):  # the child may be exiting
+                samples.append(RssSample(round(time.monotonic() - self.began, 3), self.phase,
+                                         len(self.exchanges), serve.rss_mb()))
+            await asyncio.sleep(SAMPLE_EVERY_S)
+
+    async def _quiet_measure(self, name: str) -> tuple[float, int]:
         """RSS and open files once the proxy is idle: client connections are closed by now;
         the fakes close their kept-alive connections, and we wait for the count to settle."""
         serve = self.world.serve
         assert serve is not None
+        self.phase = f"{name} (idle)"
         for fake in self.world.fakes.values():
             fake.close_connections()
         previous, stable_since = -1, time.monotonic()
@@ -197,7 +227,10 @@ class _Soak:
             elif time.monotonic() - stable_since >= 0.5:
                 break
             await asyncio.sleep(0.05)
-        return serve.rss_mb(), serve.open_fds()
+        measured = serve.rss_mb(), serve.open_fds()
+        if self.on_measure is not None:
+            await self.on_measure(name, serve)
+        return measured
 
     # -- chaos -------------------------------------------------------------------------------
 
@@ -328,9 +361,8 @@ class _Soak:
         report.violations.extend(context_relearned(self.exchanges))
         report.violations.extend(spent_window_resent(self.exchanges, self.spent,
                                                      self.resets))
-        rss_growth = report.rss_mb[1] - report.rss_mb[0]
-        if rss_growth > RSS_GROWTH_LIMIT_MB:
-            report.violations.append(f"RSS grew {rss_growth:.1f} MB (limit {RSS_GROWTH_LIMIT_MB})")
+        report.memory = judge_memory(report.rss_samples, *report.rss_mb)
+        report.violations.extend(report.memory.violations)
         if report.fds[1] - report.fds[0] > FD_GROWTH_LIMIT:
             report.violations.append(f"open files grew from {report.fds[0]} to {report.fds[1]}")
         if report.exit_status != 0:
@@ -341,5 +373,9 @@ class _Soak:
 
 
 async def run_soak(plan: SoakPlan, workdir: Path,
-                   say: Callable[[str], None] = lambda _: None) -> SoakReport:
-    return await _Soak(plan, workdir, say).run()
+                   say: Callable[[str], None] = lambda _: None, *,
+                   instruments: Mapping[str, str] | None = None,
+                   on_measure: PhaseHook | None = None) -> SoakReport:
+    """One soak in `workdir` (its config, logs and the child's state dir). `instruments`: the
+    environment of soak/child.py's opt-in instruments; `on_measure`: see `PhaseHook`."""
+    return await _Soak(plan, workdir, say, instruments or {}, on_measure).run()

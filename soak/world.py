@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -29,6 +30,7 @@ from claudex.demo.world import free_port
 PROVIDERS: Final = (("alpha", "anthropic"), ("beta", "openai"), ("gamma", "anthropic"))
 BACKUPS: Final = {"alpha": ("beta", "gamma"), "beta": ("gamma",), "gamma": ()}
 OAUTH_PROVIDER: Final = "alpha"
+REPO: Final = Path(__file__).resolve().parent.parent  # where `python -m soak.child` is found
 KEYS: Final = {"SOAK_BETA_KEY": "sk-soak-beta-0123456789", "SOAK_GAMMA_KEY": "sk-soak-gamma-987654"}
 
 
@@ -69,7 +71,9 @@ class Limits:
 
 
 def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds: Path,
-                token_url: str) -> str:
+                token_url: str, history: Path) -> str:
+    """The soak's config; `history` is its journal, in the soak's own folder (the default path
+    is the user's own journal: a soak's fake traffic must never land there)."""
     lines = [
         "# Written by the claudex soak; every number here bounds a request's deadline.",
         "[proxy]",
@@ -102,6 +106,9 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         f"timeout_seconds = {limits.read_timeout}",
         "degraded_latency_ms = 500",
         "avoid_slow = true  # a turns_slow fault: new conversations start elsewhere meanwhile",
+        "",
+        "[history]",
+        f"path = {json.dumps(str(history))}  # the soak's own, never the user's",
     ]
     for name, protocol in PROVIDERS:
         fake = fakes[name]
@@ -122,6 +129,14 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         else:
             lines.append(f'api_key_env = "SOAK_{name.upper()}_KEY"')
     return "\n".join(lines) + "\n"
+
+
+def serve_env(state_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a soak's `claudex serve`: the providers' keys, and a state dir of the
+    soak's own (`XDG_STATE_HOME`: whatever claudex would keep in the user's state dir — the
+    journal when a config names none, the trips saved in it — stays in the soak's folder)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, **KEYS, "XDG_STATE_HOME": str(state_dir), **(extra or {})}
 
 
 def write_credentials(path: Path, access: str, refresh: str) -> None:
@@ -170,10 +185,22 @@ class ServeProcess:
 class World:
     workdir: Path
     limits: Limits
+    instruments: Mapping[str, str] = field(default_factory=dict)
+    """Environment variables of soak/child.py's opt-in instruments (a memory trace, an injected
+    leak): with any set, the child is `python -m soak.child`, claudex's own command line with
+    them; with none, plain `python -m claudex.cli`."""
     fakes: dict[str, FakeProvider] = field(default_factory=dict)
     tokens: FakeTokenServer = field(default_factory=FakeTokenServer)
     serve: ServeProcess | None = None
     credentials: Path | None = None
+
+    @property
+    def state_dir(self) -> Path:
+        return self.workdir / "state"
+
+    @property
+    def history(self) -> Path:
+        return self.state_dir / "history.sqlite3"
 
     async def start(self) -> None:
         started = await start_fakes(PROVIDERS)
@@ -191,14 +218,16 @@ class World:
         port = free_port()
         config = self.workdir / "soak.toml"
         config.write_text(config_text(self.fakes, port, self.limits, self.credentials,
-                                      self.tokens.token_url))
+                                      self.tokens.token_url, self.history))
         config.chmod(0o600)
         log_path = self.workdir / "serve.log"
+        module = "soak.child" if self.instruments else "claudex.cli"
         with log_path.open("wb") as log_file:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "claudex.cli", "--config", str(config), "serve",
+                sys.executable, "-m", module, "--config", str(config), "serve",
                 stdin=asyncio.subprocess.DEVNULL, stdout=log_file, stderr=log_file,
-                env={**os.environ, **KEYS},
+                env=serve_env(self.state_dir, self.instruments),
+                cwd=REPO if self.instruments else None,
             )
         self.serve = ServeProcess(proc, f"http://127.0.0.1:{port}", log_path)
         await self._wait_until_serving()

@@ -12,6 +12,7 @@ import pytest
 from soak.breaker_model import BreakerModel, Transition
 from soak.chaos import schedule
 from soak.checks import judge, upstream_problem
+from soak.memory_check import SLOPE_MIN_REQUESTS
 from soak.report import summary_table
 from soak.run import SoakPlan, run_soak
 from soak.traffic import Exchange, RequestSpec
@@ -146,8 +147,12 @@ def test_the_fault_schedule_is_the_same_for_the_same_seed() -> None:
 @pytest.mark.timeout(240)
 async def test_a_30_second_chaos_soak_loses_nothing(tmp_path: Path) -> None:
     report = await run_soak(SoakPlan(requests=None, seconds=30, seed=4), tmp_path)
-    summary = json.dumps(report.to_json(), indent=1)
+    summary = json.dumps({**report.to_json(), "rss_samples": "..."}, indent=1)
     assert report.violations == [], summary
+    # The memory judge judged: its slope had enough requests (soak/memory_check.py).
+    assert report.memory is not None, summary
+    assert report.memory.judged_requests >= SLOPE_MIN_REQUESTS, summary
+    print("memory:", json.dumps(report.memory.to_json()))  # shown by pytest -rP
     # The soak exercised what it is for: seed 4 trips twice and rotates the token four
     # times in its first 25 s.
     transitions = report.transitions

@@ -104,6 +104,7 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
         outcome, words = map_transport_error(exc)
         if outcome is Outcome.DISCONNECTED:
             outcome = Outcome.STREAM_ERROR
+        exc.__traceback__ = None  # aiohttp's reader keeps it: its frames would keep this request
         return failed(outcome, f"{words} before any content")
     except BaseException:  # cancelled: the client is gone
         resp.close()
@@ -182,6 +183,9 @@ class RelayedStream:
                 return await self.__anext__()
             except Exception as exc:
                 self._ending(exc)
+                # aiohttp's reader keeps the exception, whose traceback holds this frame (and
+                # so this stream): read, it is dropped, so the stream is not kept in a cycle.
+                exc.__traceback__ = None
                 return await self.__anext__()
             except BaseException:  # cancelled: the client is gone
                 await self.aclose()
@@ -258,6 +262,12 @@ class RelayedStream:
             # A no-op when settled; the client disconnecting is not the provider's fault.
             ledger.release(by_stream=True)
         finally:
-            if self._done is not None:
+            done, self._done = self._done, None
+            if done is not None:
                 self._scanner.finish()
-                self._done(self._scanner.usage)
+                done(self._scanner.usage)
+            # The request is over: let go of it. Its flow holds its result, which holds this
+            # stream, so the ledger (and `done`) made every stream's objects a cycle, freed by
+            # the collector's rare passes instead of when the server drops the stream (the soak
+            # saw ~8 MB of streams pile up between passes: bench/NOTES.md, issue 38).
+            del self._ledger
