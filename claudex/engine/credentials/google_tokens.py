@@ -25,8 +25,10 @@ from __future__ import annotations
 import asyncio
 import datetime
 import functools
+import json
 import os
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -212,9 +214,12 @@ class GoogleTokenSource:
         except auth.exceptions.TransportError as error:
             raise GoogleTokenError(f"the token endpoint could not be reached for {self.where}: "
                                    f"{_refusal(error)}") from None
-        except (OSError, ValueError) as error:
+        except OSError as error:
             raise GoogleTokenError(f"{self.where} could not be read: "
-                                   f"{type(error).__name__}: {error}") from None
+                                   f"{error.strerror or type(error).__name__}") from None
+        except ValueError as error:  # not JSON, or not a credentials JSON google-auth knows
+            raise GoogleTokenError(f"{self.where} is not a Google credentials file: "
+                                   f"{error}") from None
         value = getattr(self._credentials, "token", None)
         if not isinstance(value, str) or not value:
             raise GoogleTokenError(f"google-auth minted no token from {self.where}")
@@ -227,8 +232,33 @@ class GoogleTokenSource:
         if self._load is not None:
             return self._load()
         if self.credentials_file is not None:
-            credentials, project = auth.load_credentials_from_file(
-                str(self.credentials_file), scopes=list(self.scopes))
+            credentials, project = self._from_file(auth)
         else:
             credentials, project = auth.default(scopes=list(self.scopes))
         return credentials, project
+
+    def _from_file(self, auth: Any) -> tuple[Any, str | None]:
+        """A service-account key or gcloud's ADC file (authorized_user) read directly; other
+        kinds (external_account, impersonated) through google-auth's general loader, whose
+        deprecation warns of files from untrusted sources: this one is the user's own."""
+        assert self.credentials_file is not None
+        info = json.loads(self.credentials_file.read_text(encoding="utf-8"))
+        kind = info.get("type") if isinstance(info, dict) else None
+        scopes = list(self.scopes)
+        if kind == "service_account":
+            from google.oauth2 import service_account
+
+            account = service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call]
+                info, scopes=scopes)
+            return account, info.get("project_id")
+        if kind == "authorized_user":
+            from google.oauth2 import credentials as user_credentials
+
+            user = user_credentials.Credentials.from_authorized_user_info(  # type: ignore[no-untyped-call]
+                info, scopes=scopes)
+            return user, info.get("quota_project_id")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loaded: tuple[Any, str | None] = auth.load_credentials_from_file(
+                str(self.credentials_file), scopes=scopes)
+        return loaded
