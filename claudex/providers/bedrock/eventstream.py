@@ -192,7 +192,7 @@ class FrameDecoder:
     def _check_prelude(self, buffer: bytearray, start: int) -> int:
         total, headers_length, prelude_crc = _PRELUDE.unpack_from(buffer, start)
         at = self._offset + start
-        computed = _crc(memoryview(buffer)[start:start + 8])
+        computed = _crc(bytes(buffer[start:start + 8]))
         if computed != prelude_crc:
             raise self._error(f"prelude CRC mismatch (expected 0x{prelude_crc:08x}, computed "
                               f"0x{computed:08x})", at)
@@ -210,17 +210,17 @@ class FrameDecoder:
     def _frame(self, buffer: bytearray, start: int, total: int) -> Frame:
         at = self._offset + start
         end = start + total
-        view = memoryview(buffer)
         (message_crc,) = _UINT32.unpack_from(buffer, end - _CRC_BYTES)
-        computed = _crc(view[start:end - _CRC_BYTES])
+        with memoryview(buffer) as view:  # released before the buffer is trimmed, even on error
+            computed = _crc(view[start:end - _CRC_BYTES])
         if computed != message_crc:
             raise self._error(f"message CRC mismatch (expected 0x{message_crc:08x}, computed "
                               f"0x{computed:08x})", at)
         (headers_length,) = _UINT32.unpack_from(buffer, start + 4)
         headers_start = start + _PRELUDE_BYTES
         payload_start = headers_start + headers_length
-        headers = self._headers(bytes(view[headers_start:payload_start]), at)
-        payload = bytes(view[payload_start:end - _CRC_BYTES])
+        headers = self._headers(bytes(buffer[headers_start:payload_start]), at)
+        payload = bytes(buffer[payload_start:end - _CRC_BYTES])
         self._frames += 1
         return Frame(headers, payload)
 
