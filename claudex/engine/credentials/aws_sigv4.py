@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from claudex.engine.credentials.single_flight import SingleFlight
-from claudex.engine.secrets import mask_secret
+from claudex.engine.masking.secrets import mask_secret
 
 __all__ = [
     "BEDROCK_API_KEY_ENV",

@@ -37,7 +37,7 @@ from typing import Any, Final
 import httpx
 
 from claudex.engine.credentials.single_flight import SingleFlight
-from claudex.engine.secrets import mask_secret
+from claudex.engine.masking.secrets import mask_secret
 
 __all__ = [
     "CLOUD_PLATFORM_SCOPE",
