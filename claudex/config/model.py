@@ -11,20 +11,25 @@ from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
-ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses"]
-AuthType = Literal["api-key", "oauth", "passthrough"]
+ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses", "Bedrock",
+                       "Vertex"]
+AuthType = Literal["api-key", "oauth", "passthrough", "aws-sigv4"]
 Protocol = Literal["anthropic", "openai", "responses"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Balance = Literal["sticky", "round_robin", "least_busy"]
 BALANCES: tuple[str, ...] = ("sticky", "round_robin", "least_busy")
 
 # The provider types claudex serves (the console offers these).
-PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses")
+PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses",
+                                   "Bedrock", "Vertex")
+# Claude on AWS Bedrock and Google Vertex AI (DESIGN.md "Claude on clouds"): the Anthropic
+# Messages API behind a cloud's own URL, body, signer and stream (config/clouds.py).
+CLOUD_PROVIDER_TYPES: tuple[str, ...] = ("Bedrock", "Vertex")
 # Types a file may name (Claudex has them) that claudex does not serve yet: such a profile loads,
 # with this reason as its `problem`, so the rest of the file works. Serving one means moving it
 # from here to PROVIDER_TYPES and giving it a `Profile.protocol`. (None today.)
 UNSERVED_PROVIDER_TYPES: Mapping[str, str] = {}
-AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough")
+AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough", "aws-sigv4")
 OAUTH_PROVIDERS: tuple[str, ...] = ("claude", "codex")
 # OAuth logins Claudex has and claudex does not: the profile loads, shown misconfigured.
 UNSUPPORTED_OAUTH_PROVIDERS: tuple[str, ...] = ("google", "github", "gitlab", "qwen", "kimi")
@@ -210,6 +215,13 @@ class Profile:
     client_id: str | None = None
     token_command: str | None = None
     health_probe: bool = True
+    # Claude on clouds (config/clouds.py): Bedrock's and Vertex's region (an aws-sigv4
+    # profile's too), Vertex's project, the named profile of the AWS credential chain, and the
+    # service SigV4 signs for (`bedrock`; `bedrock-mantle` for AWS's Anthropic-wire endpoint).
+    region: str | None = None
+    project: str | None = None
+    aws_profile: str | None = None
+    aws_service: str | None = None
     # Claudex keys (DESIGN.md "Claudex keys"): appended to every upstream URL, set by
     # `claudex run`, body keys removed before sending, shown only.
     query_params: Mapping[str, str] = field(default_factory=dict)
@@ -233,8 +245,8 @@ class Profile:
 
     @cached_property  # read several times a request; the profile is frozen
     def protocol(self) -> Protocol:
-        if self.provider_type == "DirectAnthropic":
-            return "anthropic"
+        if self.provider_type in ("DirectAnthropic", "Bedrock", "Vertex"):
+            return "anthropic"  # Bedrock and Vertex serve the Messages API on their own wire
         if self.provider_type == "OpenAICompatible":
             return "openai"
         return "responses"
