@@ -60,3 +60,40 @@ def service_account(tmp_path: Path, token_uri: str, *,
         "token_uri": token_uri}))
     path.chmod(0o600)
     return ServiceAccount(email, key, path)
+
+
+def bedrock_toml(name: str, base_url: str, *, backups: tuple[str, ...] = (),
+                 auth: str = 'api_key_env = "FAKE_KEY"', model: str = MODEL,
+                 extra: str = "") -> str:
+    """A Bedrock profile at a fake (`auth`: its key line, or "" for the AWS chain)."""
+    backup_list = ", ".join(f'"{b}"' for b in backups)
+    return f"""
+[[profiles]]
+name = "{name}"
+provider_type = "Bedrock"
+region = "us-east-1"
+base_url = "{base_url}"
+{auth}
+default_model = "{model}"
+backup_providers = [{backup_list}]
+{extra}
+"""
+
+
+def vertex_toml(name: str, base_url: str, *, backups: tuple[str, ...] = (),
+                auth: str = "", model: str = VERTEX_MODEL, region: str = "us-east5",
+                extra: str = "") -> str:
+    """A Vertex profile at a fake (`auth`: a credentials_file or token_command line)."""
+    backup_list = ", ".join(f'"{b}"' for b in backups)
+    return f"""
+[[profiles]]
+name = "{name}"
+provider_type = "Vertex"
+region = "{region}"
+project = "{PROJECT}"
+base_url = "{base_url}"
+{auth}
+default_model = "{model}"
+backup_providers = [{backup_list}]
+{extra}
+"""

@@ -18,6 +18,9 @@ from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials.auth_headers import AuthHeaders
 from claudex.providers import anthropic
+from claudex.providers.cloud_models import cloud_knows
+
+CLOUDS = frozenset({"Bedrock", "Vertex"})  # name Claude models their own way
 
 
 def is_claude_model(model: str) -> bool:
@@ -44,7 +47,8 @@ def map_model(profile: Profile, requested: str | None, addressed: bool,
         for family, target in profile.models.items():
             if family.lower() in lower:
                 return target
-        foreign_claude = profile.protocol != "anthropic" and is_claude_model(requested)
+        foreign_claude = (profile.protocol != "anthropic" and is_claude_model(requested)) or (
+            profile.provider_type in CLOUDS and not cloud_knows(profile.provider_type, requested))
         # An alias names a model on purpose: it is kept like the client's own choice.
         chosen = addressed and (aliased or profile.protocol == client)
         if chosen and not foreign_claude:

@@ -5,11 +5,16 @@ Bedrock request of an Anthropic one — the URL (`urls`), the body (`body`), the
 
 from claudex.providers.bedrock.body import (
     ANTHROPIC_VERSION,
+    DOCUMENTED_BETAS,
+    FieldPattern,
     anthropic_body,
     bedrock_body,
     betas_from_header,
+    field_pattern,
+    pattern_name,
     without_betas,
     without_fields,
+    without_patterns,
 )
 from claudex.providers.bedrock.errors import (
     STATUS_BY_TYPE,
@@ -51,6 +56,7 @@ from claudex.providers.bedrock.urls import (
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "DOCUMENTED_BETAS",
     "EVENTSTREAM_CONTENT_TYPE",
     "MANTLE_SIGNING_SERVICE",
     "SIGNING_SERVICE",
@@ -60,6 +66,7 @@ __all__ = [
     "EventStreamError",
     "EventStreamToSse",
     "FieldPath",
+    "FieldPattern",
     "Frame",
     "FrameDecoder",
     "HeaderValue",
@@ -76,13 +83,16 @@ __all__ = [
     "error_response",
     "error_type_of",
     "exception_frame",
+    "field_pattern",
     "invoke_url",
     "mantle_base_url",
     "model_path_segment",
     "parse_error",
     "parse_exception",
     "parse_invoke_path",
+    "pattern_name",
     "sse_event",
     "without_betas",
     "without_fields",
+    "without_patterns",
 ]

@@ -20,14 +20,32 @@ from claudex.providers.bedrock.errors import FieldPath
 
 __all__ = [
     "ANTHROPIC_VERSION",
+    "DOCUMENTED_BETAS",
+    "FieldPattern",
     "anthropic_body",
     "bedrock_body",
     "betas_from_header",
+    "field_pattern",
+    "pattern_name",
     "without_betas",
     "without_fields",
+    "without_patterns",
 ]
 
 ANTHROPIC_VERSION: Final = "bedrock-2023-05-31"
+DOCUMENTED_BETAS: Final = frozenset({
+    # The beta flags AWS documents for Claude's Messages API on Bedrock (as quoted from AWS's
+    # docs in BerriAI/litellm#19875/#19877). Not every model takes all of them: Opus 4.7 takes
+    # only interleaved-thinking (anthropics/claude-code#49370); Claude Code's own
+    # claude-code-20250219 is accepted by most models though not documented (CLIProxyAPI#4750).
+    "computer-use-2024-10-22", "computer-use-2025-01-24", "token-efficient-tools-2025-02-19",
+    "interleaved-thinking-2025-05-14", "output-128k-2025-02-19", "dev-full-thinking-2025-05-14",
+    "context-1m-2025-08-07", "context-management-2025-06-27", "effort-2025-11-24",
+    "tool-search-tool-2025-10-19", "tool-examples-2025-10-29",
+})
+ANY: Final = "*"
+FieldPattern = tuple[str, ...]
+"""A refused field's place with every list index as "*": ("tools", "*", "defer_loading")."""
 
 
 def betas_from_header(value: str | None) -> list[str]:
@@ -110,3 +128,51 @@ def _drop(body: dict[str, Any], path: FieldPath) -> bool:
         del node[last]
         return True
     return False
+
+
+def field_pattern(path: FieldPath) -> FieldPattern:
+    """The place of a refused field in any request: `tools.11.defer_loading` is refused in
+    every tool, so its index becomes "*"."""
+    return tuple(ANY if isinstance(step, int) else step for step in path)
+
+
+def pattern_name(pattern: FieldPattern) -> str:
+    return ".".join(pattern)
+
+
+def without_patterns(body: Mapping[str, Any], patterns: Iterable[FieldPattern]
+                     ) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The body without the fields at `patterns` (copied where something goes, shared
+    elsewhere), and the names of the patterns that removed something. A step the body does not
+    have is passed over when more follow: in `tools.11.custom.defer_loading` the validator
+    names the tool's kind (`custom`), which is no key of the tool."""
+    rewritten: Any = body if isinstance(body, dict) else dict(body)
+    gone: list[str] = []
+    for pattern in patterns:
+        rewritten, dropped = _drop_pattern(rewritten, pattern)
+        if dropped:
+            gone.append(pattern_name(pattern))
+    return (rewritten if rewritten is not body else dict(body)), tuple(gone)
+
+
+def _drop_pattern(node: Any, pattern: FieldPattern) -> tuple[Any, bool]:
+    if not pattern:
+        return node, False
+    head, rest = pattern[0], pattern[1:]
+    if isinstance(node, list):
+        if head != ANY:
+            return node, False
+        items, changed = list(node), False
+        for index, item in enumerate(node):
+            new, dropped = _drop_pattern(item, rest)
+            if dropped:
+                items[index], changed = new, True
+        return (items if changed else node), changed
+    if not isinstance(node, dict) or head == ANY:
+        return node, False
+    if head in node:
+        if not rest:
+            return {key: value for key, value in node.items() if key != head}, True
+        new, dropped = _drop_pattern(node[head], rest)
+        return ({**node, head: new} if dropped else node), dropped
+    return _drop_pattern(node, rest) if rest else (node, False)
