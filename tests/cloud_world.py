@@ -75,6 +75,7 @@ region = "us-east-1"
 base_url = "{base_url}"
 {auth}
 default_model = "{model}"
+models = {{ sonnet = "{model}" }}
 backup_providers = [{backup_list}]
 {extra}
 """
@@ -94,6 +95,7 @@ project = "{PROJECT}"
 base_url = "{base_url}"
 {auth}
 default_model = "{model}"
+models = {{ sonnet = "{model}" }}
 backup_providers = [{backup_list}]
 {extra}
 """

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses", "Bedrock",
                        "Vertex"]
@@ -25,6 +26,7 @@ PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenA
 # Claude on AWS Bedrock and Google Vertex AI (DESIGN.md "Claude on clouds"): the Anthropic
 # Messages API behind a cloud's own URL, body, signer and stream (config/clouds.py).
 CLOUD_PROVIDER_TYPES: tuple[str, ...] = ("Bedrock", "Vertex")
+ANTHROPIC_SIGNER = "@anthropic"  # `Profile.signs_as` of Anthropic's Claude, wherever served
 # Types a file may name (Claudex has them) that claudex does not serve yet: such a profile loads,
 # with this reason as its `problem`, so the rest of the file works. Serving one means moving it
 # from here to PROVIDER_TYPES and giving it a `Profile.protocol`. (None today.)
@@ -250,6 +252,30 @@ class Profile:
         if self.provider_type == "OpenAICompatible":
             return "openai"
         return "responses"
+
+    @cached_property
+    def price_url(self) -> str:
+        """The address its answers are priced by (engine/addons/prices.py): a Bedrock or Vertex
+        profile's cloud's own, wherever its base_url points (a VPC endpoint, a test's fake)."""
+        if self.provider_type in CLOUD_PROVIDER_TYPES and self.region:
+            from claudex.config.clouds import default_base_url
+
+            return default_base_url(self.provider_type, self.region)
+        return self.base_url
+
+    @cached_property
+    def signs_as(self) -> str:
+        """Who the thinking blocks this profile relays count as signed by (DESIGN.md "Portable
+        conversations"): its own name, except for Anthropic's Claude wherever it is served — the
+        Anthropic API (api.anthropic.com), Bedrock, Vertex and AWS's Anthropic endpoint — whose
+        signatures hold across the three ("Signature values are compatible across platforms
+        (Claude APIs, Amazon Bedrock, and Google Cloud)": Anthropic's extended-thinking docs).
+        `@anthropic` is no profile's name (a name cannot start with `@`)."""
+        if self.provider_type in CLOUD_PROVIDER_TYPES or self.auth_type == "aws-sigv4" or (
+                self.provider_type == "DirectAnthropic"
+                and urlsplit(self.base_url).hostname == "api.anthropic.com"):
+            return ANTHROPIC_SIGNER
+        return self.name
 
     @property
     def usable(self) -> bool:

@@ -269,7 +269,7 @@ class Exchange:
         Lookups are skipped while no other provider signed anything."""
         if self.upstream != "anthropic":
             return None
-        name, memory = self.profile.name, self.signatures
+        name, memory = self.profile.signs_as, self.signatures
         signer = memory.signer if memory is not None and memory.signed_by_others(name) else None
         portable = make_portable(self.req.body, target=name, model=self.model, signer=signer)
         if portable is None:
@@ -288,7 +288,7 @@ class Exchange:
             return self._responses_relayed_answer(payload)
         if not self.translating:
             if self.upstream == "anthropic" and self.signatures is not None:
-                self.signatures.remember_answer(self.profile.name, payload)
+                self.signatures.remember_answer(self.profile.signs_as, payload)
             return payload
         if self.upstream == "responses":
             return self._responses_answer(payload)
@@ -330,7 +330,7 @@ class Exchange:
                 return Relay(openai.tail_scanner())
             memory = self.signatures
             return Relay(anthropic.tail_scanner(),
-                          memory.tap(self.profile.name) if memory is not None else None)
+                          memory.tap(self.profile.signs_as) if memory is not None else None)
         listener = stream_listener(self._reasoning, self.profile.name)
         if self.upstream == "responses" and self.client == "anthropic":
             return tr.from_responses.ResponsesToAnthropicStream(
