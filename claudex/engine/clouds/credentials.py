@@ -56,7 +56,7 @@ class AwsSigner:
                    body: bytes) -> dict[str, str]:
         try:
             keys = await self.source.get()
-            if keys is not self._noted:  # a new set: its secrets are masked from now on
+            if keys != self._noted:  # a new set: its secrets are masked from now on
                 SCRUBBER.add((keys.secret_access_key, keys.session_token))
                 self._noted = keys
             return sign_request(keys, service=self.service, region=self.region, method=method,

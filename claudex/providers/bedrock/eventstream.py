@@ -24,6 +24,7 @@ import struct
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 __all__ = [
@@ -56,6 +57,9 @@ _FIXED: Final[dict[int, struct.Struct]] = {
     _TIMESTAMP: struct.Struct("!q"),
 }
 _LENGTH16: Final = struct.Struct("!H")
+_HEADERS_KEPT: Final = 64
+_READ_HEADERS: dict[bytes, Mapping[str, HeaderValue]] = {}
+"""Header blocks already read (a stream repeats a few): each read once per process."""
 _UINT32: Final = struct.Struct("!I")
 
 
@@ -219,7 +223,12 @@ class FrameDecoder:
         (headers_length,) = _UINT32.unpack_from(buffer, start + 4)
         headers_start = start + _PRELUDE_BYTES
         payload_start = headers_start + headers_length
-        headers = self._headers(bytes(buffer[headers_start:payload_start]), at)
+        raw = bytes(buffer[headers_start:payload_start])
+        headers = _READ_HEADERS.get(raw)
+        if headers is None:  # every chunk frame has the same three: read once, then looked up
+            headers = MappingProxyType(self._headers(raw, at))
+            if len(_READ_HEADERS) < _HEADERS_KEPT:
+                _READ_HEADERS[raw] = headers
         payload = bytes(buffer[payload_start:end - _CRC_BYTES])
         self._frames += 1
         return Frame(headers, payload)

@@ -20,6 +20,7 @@ import base64
 import json
 from typing import Any, Final
 
+from claudex.providers import fastjson
 from claudex.providers.bedrock.errors import (
     BedrockError,
     BedrockFailure,
@@ -48,7 +49,7 @@ EVENTSTREAM_CONTENT_TYPE: Final = "application/vnd.amazon.eventstream"
 _ALPHABET: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _CHUNK_HEADERS: Final = ((":event-type", "chunk"), (":content-type", "application/json"),
                          (":message-type", "event"))
-_TYPE_PREFIX: Final = b'{"type":"'
+_TYPE_PREFIXES: Final = (b'{"type":"', b'{"type": "')  # compact, and as `json.dumps` writes
 
 # An Anthropic error event's type for a Bedrock failure, and the exception a client in Bedrock
 # mode gets for an Anthropic error event.
@@ -95,12 +96,13 @@ def exception_frame(exception_type: str, message: str, **extra: Any) -> bytes:
 
 
 def _event_type(event_json: bytes) -> str:
-    if event_json.startswith(_TYPE_PREFIX):  # the usual order: one slice, no parse
-        end = event_json.find(b'"', len(_TYPE_PREFIX))
-        if end > 0:
-            return event_json[len(_TYPE_PREFIX):end].decode("utf-8", "replace")
+    for prefix in _TYPE_PREFIXES:  # the usual order: one slice, no parse
+        if event_json.startswith(prefix):
+            end = event_json.find(b'"', len(prefix))
+            if end > 0:
+                return event_json[len(prefix):end].decode("utf-8", "replace")
     try:
-        value = json.loads(event_json)
+        value = fastjson.loads(event_json)
     except (ValueError, RecursionError):
         return "completion"
     kind = value.get("type") if isinstance(value, dict) else None
@@ -157,7 +159,7 @@ class EventStreamToSse:
 
 def _chunk_event(payload: bytes) -> bytes:
     try:
-        value = json.loads(payload)
+        value = fastjson.loads(payload)
         return base64.b64decode(value["bytes"], validate=True)
     except (ValueError, KeyError, TypeError) as error:
         raise EventStreamError(f"a Bedrock chunk without base64 `bytes`: {error}") from None
