@@ -324,6 +324,7 @@ def render(results: dict[str, Any]) -> str:
 
     con = results.get("console")
     out.append(_addons(results.get("addons")))
+    out.append(_clouds(results.get("clouds")))
     out.append("\n## Console open (proxy hosted by the console, in-process)\n\n")
     if con and con.get("available"):
         out.append(_table(["target", "p50", "p99", "added p50", "added p99"],
@@ -371,6 +372,26 @@ def _addons(section: dict[str, Any] | None) -> str:
         f"{_fmt(section[k].get('addons_calls', {}).get(n), 1)}" for k in labels]
         for n in names]
     out.append(_table(["", *labels], rows, digits=1))
+    return "".join(out)
+
+
+def _clouds(section: dict[str, Any] | None) -> str:
+    """What a request to Claude on Bedrock or Vertex costs (bench/cloud_cost.py)."""
+    if not section or "requests" not in section:
+        return ""
+    from bench.cloud_cost import lines
+
+    out = ["\n## Claude on Bedrock and Vertex: what a request costs claudex (bench/cloud_cost.py, "
+           "in-process)\n\n"
+           "Non-streamed requests through the ASGI app to a transport answering from memory, as "
+           "in the section above, beside the DirectAnthropic pass-through (`anth`): a Bedrock "
+           "profile with an API key (the body rewrite), one signed SigV4 (the rewrite and "
+           "botocore's signature over the exact bytes sent) and a Vertex one (the rewrite; its "
+           "token cached). CPU µs per request, what it adds, claudex's own calls per request. "
+           "Then a streamed answer of 60 deltas: through the Anthropic relay as SSE, and as "
+           "Bedrock's eventstream decoded in front of the same relay.\n\n```\n"]
+    out.append("\n".join(lines(section)))
+    out.append("\n```\n")
     return "".join(out)
 
 

@@ -8,7 +8,8 @@ Latency, throughput, streaming, failover and translation are repeated N times (3
 --quick) and reported as medians; memory, scale, concurrent streams (bench/streams_scale.py:
 50 to 2,000 streams of 10 s; --quick: 50 and 200 of 3 s), the console row and resilience
 (bench/resilience.py: time to failover per fault, the 429 burst) and the cost of traces and
-prices per request (bench/traces_cost.py) and the prompt cache through a pool per balance
+prices per request (bench/traces_cost.py), a Bedrock or Vertex request beside a
+pass-through (bench/cloud_cost.py), and the prompt cache through a pool per balance
 (bench/pool_cache.py) and what judging slowness costs an answer and a round
 (bench/slowness_cost.py) run once.
 """
@@ -35,8 +36,8 @@ from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
-ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "pools",
-        "seed", "slowness")
+ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "clouds",
+        "pools", "seed", "slowness")
 
 
 def _cpu_model() -> str:
@@ -192,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                           ("resilience", lambda: _resilience(args.quick)),
                           ("traces", lambda: sections.traces(world, settings)),
                           ("addons", lambda: sections.addons(world, settings)),
+                          ("clouds", lambda: sections.clouds(world, settings)),
                           ("pools", lambda: _pools(args.quick)),
                           ("seed", lambda: seed_cost.measure(50_000 if args.quick
                                                              else 312_000)),

@@ -400,6 +400,13 @@ def addons(world: World, settings: Settings) -> dict[str, Any]:
     taking it out of the hooks (bench/request_cost.py, on the proxy's core)."""
     count = "1500" if settings.quick else "4000"
     return _json_helper(world, "bench.request_cost", "--json", "--requests", count)
+def clouds(world: World, settings: Settings) -> dict[str, Any]:
+    """What a Bedrock or Vertex request costs beside a DirectAnthropic pass-through: the body
+    rewrite, SigV4, the eventstream decoder (bench/cloud_cost.py, on the proxy's core)."""
+    count = "1500" if settings.quick else "4000"
+    return _json_helper(world, "bench.cloud_cost", "--json", "--requests", count)
+
+
 # ------------------------------------------------------------------ traces
 
 

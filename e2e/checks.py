@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from claudex.demo.fake_bedrock import FakeBedrock
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.recording import RecordedRequest
 from e2e.harness import CLIENT_KEY, UPSTREAM_KEY, ClaudeRun, World
@@ -23,6 +24,10 @@ def evidence(world: World, run: ClaudeRun | None = None) -> str:
         rows = [f"  {r.method} {r.path} model={_body(r).get('model')} "
                 f"max_tokens={_limit(r)} -> {r.status}" for r in fake.requests]
         parts.append(f"--- fake {name} ({fake.protocol}) received ---\n" + "\n".join(rows))
+    for name, cloud in world.clouds.items():
+        rows = [f"  {r.method} {r.path} max_tokens={_limit(r)} -> {r.status}"
+                for r in cloud.requests]
+        parts.append(f"--- fake {name} (bedrock) received ---\n" + "\n".join(rows))
     return "\n".join(parts)
 
 
@@ -50,7 +55,9 @@ def assert_no_refusals(world: World, *, allowed: set[tuple[str, int]] | None = N
         assert request.status == "200", f"{request.line}\n{why}"
         for provider, outcome in request.attempts:
             assert not outcome.startswith("4"), f"{provider}: {request.line}\n{why}"
-    for name, fake in world.fakes.items():
+    upstreams: list[tuple[str, FakeProvider | FakeBedrock]] = [*world.fakes.items(),
+                                                                *world.clouds.items()]
+    for name, fake in upstreams:
         for recorded in fake.requests:
             status = recorded.status or 0
             if 400 <= status < 500 and (name, status) not in (allowed or set()):

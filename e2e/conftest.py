@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from claudex.demo.fake_bedrock import FakeBedrock
+from claudex.demo.fake_provider import FakeProvider
 from e2e.claude_code import ensure_installed
 from e2e.harness import CLIENT_KEY, UPSTREAM_KEY, World
 from e2e.refusing_proxy import RefusingProxy
@@ -57,7 +59,9 @@ async def world(tmp_path: Path, claude_binary: Path, refusing_proxy: RefusingPro
 def traffic_lines(world: World) -> list[str]:
     """One line per upstream request: fake, path?query, model, max_tokens, status, headers."""
     lines = []
-    for name, fake in world.fakes.items():
+    upstreams: list[tuple[str, FakeProvider | FakeBedrock]] = [*world.fakes.items(),
+                                                                *world.clouds.items()]
+    for name, fake in upstreams:
         for recorded in fake.requests:
             body: Any = recorded.json if isinstance(recorded.json, dict) else {}
             limit = body.get("max_tokens", body.get("max_completion_tokens"))

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from claudex.demo.aws_signatures import AwsTestKey
+from claudex.demo.fake_bedrock import FakeBedrock
 from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.fake_replies import Protocol
@@ -54,6 +56,9 @@ _REQUEST_LINE: Final = re.compile(
     r"request (?P<protocol>\S+) (?P<model>\S+) -> (?P<provider>\S+) (?P<status>\S+) "
     r"\[(?P<trail>[^\]]*)\]")
 _BIN: Final = Path(sys.executable).parent
+BEDROCK_KEY: Final = AwsTestKey("AKIDE2E" + secrets.token_hex(6).upper(),
+                                "e2e-secret-" + secrets.token_hex(16))
+"""The AWS keys the fake Bedrock knows and `claudex serve` signs with (from its environment)."""
 
 
 @dataclass(frozen=True)
@@ -122,6 +127,10 @@ class World:
     claude_binary: Path
     proxy: RefusingProxy
     fakes: dict[str, FakeProvider] = field(default_factory=dict)
+    clouds: dict[str, FakeBedrock] = field(default_factory=dict)
+    """The cloud fakes (Bedrock), beside the protocol fakes."""
+    serve_env: dict[str, str] = field(default_factory=dict)
+    """More variables for `claudex serve` (AWS keys for a SigV4 profile)."""
     profiles: list[str] = field(default_factory=list)
     settings: str = ""
     """TOML put before the profiles (`[breaker]` and the like)."""
@@ -144,6 +153,31 @@ class World:
         await fake.start()
         self.fakes[name] = fake
         return fake
+
+    async def bedrock(self, name: str, **options: Any) -> FakeBedrock:
+        """A fake Bedrock region that knows `BEDROCK_KEY`, and its profile's keys for
+        `claudex serve` (the AWS chain reads them from the environment; nothing of the
+        machine's AWS files: they point into the scratch folder)."""
+        fake = FakeBedrock(name, keys=[BEDROCK_KEY], **options)
+        await fake.start()
+        self.clouds[name] = fake
+        self.serve_env.update({
+            "AWS_ACCESS_KEY_ID": BEDROCK_KEY.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": BEDROCK_KEY.secret_access_key,
+            "AWS_CONFIG_FILE": str(self.root / "aws-config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(self.root / "aws-credentials"),
+            "AWS_EC2_METADATA_DISABLED": "true"})
+        return fake
+
+    def bedrock_profile(self, name: str, fake: FakeBedrock, *, model: str,
+                        backups: Sequence[str] = ()) -> None:
+        """A Bedrock profile at `fake`, signed SigV4 with the keys `bedrock` put in the
+        environment."""
+        self.profiles.append("\n".join([
+            "[[profiles]]", f'name = "{name}"', 'provider_type = "Bedrock"',
+            f'region = "{fake.region}"', f'base_url = "{fake.base_url}"',
+            f'default_model = "{model}"', f"backup_providers = {json.dumps(list(backups))}",
+        ]) + "\n")
 
     def profile(self, name: str, fake: FakeProvider, *, backups: Sequence[str] = (),
                 default_model: str | None = None, max_tokens: int | None = None,
@@ -170,7 +204,8 @@ class World:
         path.chmod(0o600)
         self.config_path = path
         log_path = self.root / "claudex-serve.log"
-        env = {**_base_env(), "E2E_UPSTREAM_KEY": UPSTREAM_KEY, "HOME": str(self.home)}
+        env = {**_base_env(), "E2E_UPSTREAM_KEY": UPSTREAM_KEY, "HOME": str(self.home),
+               **self.serve_env}
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "claudex.cli", "--config", str(path), "serve", "--port", "0",
             "--debug", stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
@@ -232,7 +267,8 @@ class World:
         return self.proxy.since(self.proxy_mark)
 
     async def claude(self, steps: Sequence[tuple[str, str]], *, profile: str | None = None,
-                     base_url: str | None = None) -> ClaudeRun:
+                     base_url: str | None = None,
+                     mode: dict[str, str] | None = None) -> ClaudeRun:
         """Run `claude -p` on a script of (tool, argument) steps (`claudex.demo.scripted`)
         through the served claudex at `/proxy/PROFILE` (None: the default route), or at
         `base_url`. Claude Code's own retries are off: a request claudex fails is not hidden
@@ -254,6 +290,10 @@ class World:
                "HTTPS_PROXY": self.proxy.url, "HTTP_PROXY": self.proxy.url,
                "https_proxy": self.proxy.url, "http_proxy": self.proxy.url,
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+        if mode is not None:  # Claude Code in Bedrock or Vertex mode: those variables instead
+            for name in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
+                env.pop(name)
+            env.update(mode)
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=self.work, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -273,6 +313,8 @@ class World:
             await self.served.stop()
         for fake in self.fakes.values():
             await fake.stop()
+        for cloud in self.clouds.values():
+            await cloud.stop()
 
 
 def _base_env() -> dict[str, str]:

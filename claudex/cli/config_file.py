@@ -82,6 +82,8 @@ _SHORT_TYPES = {
     "DirectAnthropic": "anthropic",
     "OpenAICompatible": "openai",
     "OpenAIResponses": "responses",
+    "Bedrock": "bedrock",
+    "Vertex": "vertex",
 }
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from claudex.config._cloud_checks import cloud_model_advice
 from claudex.config.model import Profile
 
 FAMILIES = ("haiku", "sonnet", "opus")
@@ -43,10 +44,12 @@ def chain_advice(profiles: Sequence[Profile]) -> list[Advice]:
                     claude_heads.setdefault(name, []).append(head.name)
     advice: list[Advice] = []
     for profile in profiles:
-        if not profile.enabled or profile.provider_type != "OpenAICompatible":
-            continue
         heads = backup_of.get(profile.name, [])
         role = f" (it is a backup of {', '.join(heads)})" if heads else ""
+        if profile.enabled and (cloud := cloud_model_advice(profile, FAMILIES, role)):
+            advice.append(Advice(profile.name, "default_model", cloud))
+        if not profile.enabled or profile.provider_type != "OpenAICompatible":
+            continue
         missing = [family for family in FAMILIES if family not in profile.models]
         if profile.default_model is None and missing:
             advice.append(Advice(

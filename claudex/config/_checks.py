@@ -172,6 +172,26 @@ def _env_name(value: object) -> str:
     return name
 
 
+_CLOUD_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+
+
+def _region(value: object) -> str:
+    """A cloud region as its URLs spell it: `us-east-1`, `us-east5`, `global`, `eu`."""
+    name = _text(value)
+    if not _CLOUD_NAME.fullmatch(name):
+        raise _Bad(f"{_quoted(name)} is not a region name (lower-case letters, digits and '-', "
+                   'such as "us-east-1" or "us-east5")')
+    return name
+
+
+def _cloud_id(value: object) -> str:
+    """A project id, an AWS profile or service name: text without spaces or '/'."""
+    name = _text(value)
+    if any(char.isspace() or char in "/?#" for char in name):
+        raise _Bad(f"{_quoted(name)} must not contain spaces, '/', '?' or '#'")
+    return name
+
+
 def _profile_name(value: object) -> str:
     name = _text(value)
     if not _PROFILE_NAME.fullmatch(name):
@@ -392,6 +412,11 @@ _PROFILE_OWN_KEYS: Mapping[str, Checker] = {
     "client_id": _text,
     "token_command": _text,
     "health_probe": _boolean,
+    # Claude on clouds (config/clouds.py; their combinations: config/_cloud_checks.py).
+    "region": _region,
+    "project": _cloud_id,
+    "aws_profile": _cloud_id,
+    "aws_service": _cloud_id,
     # Claudex keys (DESIGN.md "Claudex keys").
     "priority": _integer(0),
     "query_params": _query_table,

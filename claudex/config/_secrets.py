@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from claudex.config.model import UNSERVED_PROVIDER_TYPES
+from claudex.config._cloud_checks import cloud_secret_problem
+from claudex.config.clouds import signs_sigv4, uses_google_auth
+from claudex.config.model import CLOUD_PROVIDER_TYPES, UNSERVED_PROVIDER_TYPES
 
 DEFAULT_CREDENTIALS_FILES: Mapping[str, str] = {
     "claude": "~/.claude/.credentials.json",
@@ -34,6 +36,13 @@ def _profile_problem(
     unserved = UNSERVED_PROVIDER_TYPES.get(values["provider_type"])
     if unserved is not None:
         return unserved
+    if values["provider_type"] in CLOUD_PROVIDER_TYPES or values.get("auth_type") == "aws-sigv4":
+        cloud = cloud_secret_problem(values, env)
+        own_key = any(values.get(k) for k in ("api_key", "api_key_env", "token_command"))
+        if cloud is not None or signs_sigv4(values, env) or uses_google_auth(values) or (
+                values["provider_type"] == "Bedrock" and not own_key):
+            # AWS_BEARER_TOKEN_BEDROCK, the AWS chain, Google's credentials: read when needed
+            return cloud
     return _secret_problem(values, env, uses_keyring=uses_keyring)
 
 

@@ -29,7 +29,6 @@ from claudex.config._checks import (
     _PROFILE_KEYS,
     _PROXY_KEYS,
     _REQUIRED_POOL_KEYS,
-    _REQUIRED_PROFILE_KEYS,
     _RETRY_KEYS,
     _TOP_LEVEL_KEYS,
     _TOP_LEVEL_PROXY_KEYS,
@@ -41,11 +40,17 @@ from claudex.config._checks import (
     _text,
     _type_name,
 )
+from claudex.config._cloud_checks import (
+    cloud_key_problems,
+    missing_key_words,
+    required_profile_keys,
+)
 from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
 from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
 from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS, route_problems
 from claudex.config._secrets import _profile_problem
+from claudex.config.clouds import default_base_url
 from claudex.config.model import (
     BreakerSettings,
     Config,
@@ -308,9 +313,12 @@ class _Builder:
                          "provider a base_url and no members: remove one of the two")
         values = self._check_table(table, _PROFILE_KEYS, where,
                                    _CLAUDEX_ONLY_PROFILE_KEYS | {"members"})
-        for key in _REQUIRED_PROFILE_KEYS:
+        for key in required_profile_keys(values.get("provider_type")):
             if key not in table:
-                self._report(where.child(key), "missing required key")
+                self._report(where.child(key),
+                             missing_key_words(values.get("provider_type"), key))
+        for key, message in cloud_key_problems(values):
+            self._report(where.child(key), message)
         if values.get("api_key") and "api_key_env" in values:
             self._report(where.child("api_key"), "set either api_key or api_key_env, not both")
         if (
@@ -465,7 +473,8 @@ class _Builder:
         proxy: ProxySettings,
     ) -> Profile:
         values = checked.values
-        base_url = values["base_url"].rstrip("/")
+        base_url = (values["base_url"] if "base_url" in values else
+                    default_base_url(values["provider_type"], values["region"])).rstrip("/")
         api_key = values.get("api_key")
         if api_key == "" and "api_key_env" in values:
             api_key = None  # `api_key = ""` beside api_key_env only says "no inline key"
@@ -491,6 +500,10 @@ class _Builder:
             client_id=values.get("client_id"),
             token_command=values.get("token_command"),
             health_probe=values.get("health_probe", True),
+            region=values.get("region"),
+            project=values.get("project"),
+            aws_profile=values.get("aws_profile"),
+            aws_service=values.get("aws_service"),
             query_params=values.get("query_params", {}),
             extra_env=values.get("extra_env", {}),
             strip_params=_resolve_strip(values.get("strip_params", STRIP_AUTO), base_url),

@@ -10,21 +10,28 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses"]
-AuthType = Literal["api-key", "oauth", "passthrough"]
+ProviderType = Literal["DirectAnthropic", "OpenAICompatible", "OpenAIResponses", "Bedrock",
+                       "Vertex"]
+AuthType = Literal["api-key", "oauth", "passthrough", "aws-sigv4"]
 Protocol = Literal["anthropic", "openai", "responses"]
 LogLevel = Literal["debug", "info", "warning", "error"]
 Balance = Literal["sticky", "round_robin", "least_busy"]
 BALANCES: tuple[str, ...] = ("sticky", "round_robin", "least_busy")
 
 # The provider types claudex serves (the console offers these).
-PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses")
+PROVIDER_TYPES: tuple[str, ...] = ("DirectAnthropic", "OpenAICompatible", "OpenAIResponses",
+                                   "Bedrock", "Vertex")
+# Claude on AWS Bedrock and Google Vertex AI (DESIGN.md "Claude on clouds"): the Anthropic
+# Messages API behind a cloud's own URL, body, signer and stream (config/clouds.py).
+CLOUD_PROVIDER_TYPES: tuple[str, ...] = ("Bedrock", "Vertex")
+ANTHROPIC_SIGNER = "@anthropic"  # `Profile.signs_as` of Anthropic's Claude, wherever served
 # Types a file may name (Claudex has them) that claudex does not serve yet: such a profile loads,
 # with this reason as its `problem`, so the rest of the file works. Serving one means moving it
 # from here to PROVIDER_TYPES and giving it a `Profile.protocol`. (None today.)
 UNSERVED_PROVIDER_TYPES: Mapping[str, str] = {}
-AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough")
+AUTH_TYPES: tuple[str, ...] = ("api-key", "oauth", "passthrough", "aws-sigv4")
 OAUTH_PROVIDERS: tuple[str, ...] = ("claude", "codex")
 # OAuth logins Claudex has and claudex does not: the profile loads, shown misconfigured.
 UNSUPPORTED_OAUTH_PROVIDERS: tuple[str, ...] = ("google", "github", "gitlab", "qwen", "kimi")
@@ -210,6 +217,13 @@ class Profile:
     client_id: str | None = None
     token_command: str | None = None
     health_probe: bool = True
+    # Claude on clouds (config/clouds.py): Bedrock's and Vertex's region (an aws-sigv4
+    # profile's too), Vertex's project, the named profile of the AWS credential chain, and the
+    # service SigV4 signs for (`bedrock`; `bedrock-mantle` for AWS's Anthropic-wire endpoint).
+    region: str | None = None
+    project: str | None = None
+    aws_profile: str | None = None
+    aws_service: str | None = None
     # Claudex keys (DESIGN.md "Claudex keys"): appended to every upstream URL, set by
     # `claudex run`, body keys removed before sending, shown only.
     query_params: Mapping[str, str] = field(default_factory=dict)
@@ -233,11 +247,35 @@ class Profile:
 
     @cached_property  # read several times a request; the profile is frozen
     def protocol(self) -> Protocol:
-        if self.provider_type == "DirectAnthropic":
-            return "anthropic"
+        if self.provider_type in ("DirectAnthropic", "Bedrock", "Vertex"):
+            return "anthropic"  # Bedrock and Vertex serve the Messages API on their own wire
         if self.provider_type == "OpenAICompatible":
             return "openai"
         return "responses"
+
+    @cached_property
+    def price_url(self) -> str:
+        """The address its answers are priced by (engine/addons/prices.py): a Bedrock or Vertex
+        profile's cloud's own, wherever its base_url points (a VPC endpoint, a test's fake)."""
+        if self.provider_type in CLOUD_PROVIDER_TYPES and self.region:
+            from claudex.config.clouds import default_base_url
+
+            return default_base_url(self.provider_type, self.region)
+        return self.base_url
+
+    @cached_property
+    def signs_as(self) -> str:
+        """Who the thinking blocks this profile relays count as signed by (DESIGN.md "Portable
+        conversations"): its own name, except for Anthropic's Claude wherever it is served — the
+        Anthropic API (api.anthropic.com), Bedrock, Vertex and AWS's Anthropic endpoint — whose
+        signatures hold across the three ("Signature values are compatible across platforms
+        (Claude APIs, Amazon Bedrock, and Google Cloud)": Anthropic's extended-thinking docs).
+        `@anthropic` is no profile's name (a name cannot start with `@`)."""
+        if self.provider_type in CLOUD_PROVIDER_TYPES or self.auth_type == "aws-sigv4" or (
+                self.provider_type == "DirectAnthropic"
+                and urlsplit(self.base_url).hostname == "api.anthropic.com"):
+            return ANTHROPIC_SIGNER
+        return self.name
 
     @property
     def usable(self) -> bool:

@@ -22,6 +22,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from claudex.config._secrets import DEFAULT_CREDENTIALS_FILES, _expand_home
+from claudex.config.starter_clouds import (
+    BEDROCK,
+    VERTEX,
+    CloudsFound,
+    cloud_profiles,
+    cloud_report,
+    discover_clouds,
+)
 
 # How many backups each API-key profile lists: enough to survive two providers being down
 # without making every request walk the whole machine's list.
@@ -93,6 +101,16 @@ class Found:
     claude_login: bool
     codex_login: bool
     providers: tuple[KeyProvider, ...]
+    # Claude on Bedrock and Vertex (starter_clouds.py): the same models, the first backups.
+    clouds: CloudsFound | None = None
+
+    def cloud_names(self) -> list[str]:
+        """The cloud profiles written active (a Vertex one needs its project)."""
+        clouds = self.clouds
+        if clouds is None:
+            return []
+        return ([BEDROCK] if clouds.bedrock else []) + (
+            [VERTEX] if clouds.vertex and clouds.project else [])
 
 
 def discover(env: Mapping[str, str]) -> Found:
@@ -100,6 +118,7 @@ def discover(env: Mapping[str, str]) -> Found:
         claude_login=_is_file(CLAUDE_LOGIN, env),
         codex_login=_is_file(CODEX_LOGIN, env),
         providers=tuple(p for p in KEY_PROVIDERS if env.get(p.variable, "").strip()),
+        clouds=discover_clouds(env),
     )
 
 
@@ -125,6 +144,8 @@ def report(found: Found) -> list[str]:
         else f"missing  Codex CLI login {CODEX_LOGIN}"
     )
     lines = [primary, codex]
+    if found.clouds is not None:
+        lines += cloud_report(found.clouds)
     lines += [f'found    {p.variable} -> profile "{p.name}"' for p in found.providers]
     unset = [p.variable for p in KEY_PROVIDERS if p not in found.providers]
     if unset:
@@ -173,6 +194,10 @@ def starter_text(found: Found, example: str) -> str:
     """The config for `found`; `example` is where the full example config is, for the header."""
     parts = [_HEADER.format(example=example, primary=PRIMARY)]
     parts.append(_primary(found))
+    if found.clouds is not None and found.clouds.any:
+        names = found.cloud_names()
+        parts.append(cloud_profiles(found.clouds, {n: [o for o in names if o != n]
+                                                   for n in (BEDROCK, VERTEX)}))
     for provider in found.providers:
         parts.append(_key_profile(provider, _backups_for(provider, found.providers)))
     if found.codex_login:
@@ -214,6 +239,7 @@ def _primary(found: Found) -> str:
     backups = [p.name for p in found.providers]
     if found.codex_login:
         backups.insert(0, CODEX_PROFILE)
+    backups[:0] = found.cloud_names()  # the same models elsewhere: first
     if backups:
         lines.append("# Tried in this order when this profile fails"
                      + (" (your ChatGPT plan first, then the API keys)." if found.codex_login

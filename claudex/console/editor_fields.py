@@ -103,6 +103,14 @@ AUTH_FIELDS = (
     Field("client_id", "client_id"),
     Field("token_command", "token_command", hint="command printing a token"),
 )
+# Claude on clouds (config/clouds.py): Bedrock's and Vertex's region, Vertex's project, AWS's
+# named profile and signing service.
+CLOUD_FIELDS = (
+    Field("region", "region", hint="us-east-1, us-east5, global"),
+    Field("project", "project", hint="Vertex: Google Cloud project"),
+    Field("aws_profile", "aws_profile", hint="AWS_PROFILE, else default"),
+    Field("aws_service", "aws_service", hint="bedrock / bedrock-mantle"),
+)
 MAP_FIELDS = (
     Field("models", "models: family=model per line", "lines"),
     Field("custom_headers", "custom_headers: Name=value per line", "lines"),
@@ -137,6 +145,7 @@ RETRY_FIELDS = (
 FIELDS = (
     *PROVIDER_FIELDS,
     *AUTH_FIELDS,
+    *CLOUD_FIELDS,
     *MAP_FIELDS,
     *TIMEOUT_FIELDS,
     *LIMIT_FIELDS,
@@ -208,6 +217,8 @@ def form_columns() -> Iterator[Widget]:
             yield Static("Authentication", classes="section-title")
             yield from _rows(AUTH_FIELDS)
             yield Checkbox("remove the stored key", id="remove-stored-key", compact=True)
+            yield Static("Bedrock, Vertex", classes="section-title")
+            yield from _rows(CLOUD_FIELDS)
         with VerticalScroll(id="editor-col-tuning", classes="editor-column"):
             yield Static("Timeouts, seconds", classes="section-title")
             yield from _rows(TIMEOUT_FIELDS)

@@ -57,8 +57,21 @@ def short_path(path: str | None, home: Path | None = None) -> str:
 
 
 def protocol_label(provider_type: str) -> str:
-    return {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(provider_type,
-                                                                               "openai")
+    return {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses", "Bedrock": "bedrock",
+            "Vertex": "vertex"}.get(provider_type, "openai")
+
+
+def cloud_label(profile: Mapping[str, Any]) -> str:
+    """A cloud profile's place and signing (`us-east-1 · sigv4`, `my-project/us-east5`), from
+    status' `cloud`; "" for every other profile."""
+    cloud = profile.get("cloud")
+    if not isinstance(cloud, Mapping) or not cloud.get("region"):
+        return ""
+    region = str(cloud["region"])
+    if cloud.get("project"):
+        return f"{cloud['project']}/{region}"
+    signed = cloud.get("signed")
+    return f"{region} · {signed}" if signed == "sigv4" else region
 
 
 def breaker_words(breaker: Mapping[str, Any]) -> str:
@@ -149,7 +162,20 @@ def limit_words(profile: Mapping[str, Any]) -> str:
                if isinstance(v, int)]
     if isinstance(profile.get("context_window"), int):
         windows.append(profile["context_window"])
-    return words + (f" · context ≤ {_thousands(min(windows))}" if windows else "")
+    words += f" · context ≤ {_thousands(min(windows))}" if windows else ""
+    return words + learned_drops(profile)
+
+
+def learned_drops(profile: Mapping[str, Any]) -> str:
+    """What a cloud refused of the Anthropic API and is left out now (engine/clouds/): the
+    fields, and the betas when some are held back."""
+    learned = (profile.get("cloud") or {}).get("learned") or {}
+    fields = sorted({f for lesson in learned.values() for f in lesson.get("dropped_fields", [])})
+    betas = {lesson.get("betas") for lesson in learned.values()} - {"all", None}
+    words = f" · drops {', '.join(fields)}" if fields else ""
+    if betas:
+        words += " · betas: " + ("none" if "none" in betas else "documented only")
+    return words
 
 
 def _thousands(tokens: int) -> str:

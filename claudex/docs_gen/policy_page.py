@@ -34,6 +34,7 @@ RETRY_WORDS: Mapping[Retry, str] = {
     Retry.AFTER_REFRESH: "once, after a token refresh",
     Retry.AT_CAP: "once, at the stated cap",
     Retry.AFTER_RESET: "no; skipped until the window resets, then used again",
+    Retry.WITHOUT_REFUSED: "yes, without what was refused (remembered), a few times at most",
 }
 BREAKER_WORDS: Mapping[BreakerEffect, str] = {
     BreakerEffect.SUCCESS: "success",

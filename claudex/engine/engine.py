@@ -40,6 +40,12 @@ from claudex.engine.breaker.trips import (
     trips_in_journal,
 )
 from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.clouds.make import (
+    cloud_credentials,
+    credentials_profile,
+    is_cloud,
+    make_wire,
+)
 from claudex.engine.control_http import control_client
 from claudex.engine.core.bindings import Bindings
 from claudex.engine.core.failover import Forwarder
@@ -50,6 +56,7 @@ from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.transport import AiohttpTransport, Transport
 from claudex.engine.core.usage import TokenTotals
 from claudex.engine.credentials.cache import Credentials
+from claudex.engine.credentials.upstream import UpstreamCredentials
 from claudex.engine.events import Event, EventBus
 from claudex.engine.health.probes import HealthChecker
 from claudex.engine.health.slow_watch import SlowWatch
@@ -69,7 +76,8 @@ if TYPE_CHECKING:  # imported only when traces are on (engine/addons/traces.py)
 log = logging.getLogger("claudex.engine")
 
 _AUTH_FIELDS = ("auth_type", "api_key", "api_key_env", "oauth_provider", "credentials_file",
-                "token_url", "client_id", "token_command", "provider_type")
+                "token_url", "client_id", "token_command", "provider_type", "region", "project",
+                "aws_profile", "aws_service")
 
 
 class Engine:
@@ -218,6 +226,8 @@ class Engine:
         breaker = CircuitBreaker(profile.name, profile.breaker, self.clock, self._on_transition,
                                  probe_gate=gate)
         rt = ProviderRuntime(profile, breaker, self._credentials(profile))
+        if is_cloud(profile):
+            rt.wire = make_wire(profile, self._environ)
         rt.stats.minutes.since = self.wall()  # requests per minute count from here
         return rt
 
@@ -227,7 +237,16 @@ class Engine:
         return build_routing(config, old, self.forward, lambda name: self.config.profile(name),
                              timeout_s=self._router_timeout)
 
-    def _credentials(self, profile: Profile) -> Credentials:
+    @property
+    def _environ(self) -> Mapping[str, str]:
+        return os.environ if self.env is None else self.env
+
+    def _credentials(self, profile: Profile) -> UpstreamCredentials:
+        if is_cloud(profile):  # Bedrock, Vertex, aws-sigv4 (engine/clouds/)
+            own = cloud_credentials(profile, self._environ, on_event=self.events.publish)
+            if own is not None:
+                return own
+            profile = credentials_profile(profile, self._environ)
         return Credentials(profile, env=self.env, http=self.http, wall=self.wall,
                            on_event=self.events.publish,
                            single_flight=self.fleet.single_flight if self.fleet else None)
@@ -463,11 +482,14 @@ class Engine:
             if rt.profile != profile:
                 if any(getattr(rt.profile, f) != getattr(profile, f) for f in _AUTH_FIELDS):
                     rt.credentials = self._credentials(profile)
+                    rt.wire = make_wire(profile, self._environ) if is_cloud(profile) else None
                     rt.health.credentials_problem = None  # about the old source
                     self._new_credentials_end_spent(rt)
                 rt.breaker.update_settings(profile.breaker)
                 rt.update_limits(profile)
                 rt.profile = profile
+                if rt.wire is not None:
+                    rt.wire.profile = profile
             fresh[profile.name] = rt
         removed = [n for n in old if n not in fresh]
         SCRUBBER.add(config_secrets(config, self.env))

@@ -19,11 +19,13 @@ from typing import Any
 import orjson
 
 from claudex.config.model import MAX_BODY_BYTES, Protocol
+from claudex.engine.core.hooks import Flow
 from claudex.engine.core.request import Endpoint, ForwardResult, ProxyRequest
 from claudex.engine.engine import Engine
 from claudex.providers import anthropic, fastjson, openai, validation
 from claudex.providers.usage_chunks import WithoutUsage, asked_for_usage
 from claudex.providers.validation_problems import InvalidRequest
+from claudex.server.cloud_routes import CloudRoutes, match_cloud
 
 log = logging.getLogger("claudex.server")
 
@@ -145,6 +147,35 @@ class ProxyRoutes:
         # with the engine), and the whole answer's bookkeeping left until the client has it.
         self._forward = engine.forwarder.answer
         self._finish = engine.forwarder.finish
+        self._clouds = CloudRoutes(self)
+
+    # -- what a cloud's routes use (server/cloud_routes.py's `Front`) -----------------------------
+
+    async def read_json(self, receive: Receive, headers: dict[str, str]
+                        ) -> dict[str, Any] | tuple[int, str] | None:
+        """The request's JSON object; or (status, why) refusing it; None: the client left."""
+        try:
+            return _parse(await self._read_body(receive, headers))
+        except _TooLarge:
+            return 413, f"Request body over the {self.limit // (1024 * 1024)} MB limit."
+        except _Unreadable as exc:
+            return 400, str(exc)
+        except _Disconnected:
+            return None
+
+    async def forward(self, req: ProxyRequest) -> tuple[ForwardResult, Flow | None]:
+        return await self._forward(req)
+
+    def finish(self, flow: Flow) -> None:
+        self._finish(flow)
+
+    async def answer(self, send: Send, status: int, body: bytes,
+                     result: ForwardResult | None = None) -> None:
+        await self._answer(send, status, body, result)
+
+    async def relay(self, result: ForwardResult, stream: AsyncIterator[bytes],
+                    receive: Receive, send: Send) -> None:
+        await self._stream(result, stream, receive, send)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -152,6 +183,10 @@ class ProxyRoutes:
             return
         route = match(scope["path"])
         if route is None:
+            cloud = match_cloud(scope)  # Bedrock's and Vertex's routes (server/cloud_routes.py)
+            if cloud is not None:
+                await self._clouds.serve(cloud, scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         protocol, endpoint, profile = route

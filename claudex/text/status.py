@@ -22,7 +22,7 @@ from claudex.text.windows import window_parts
 _COLOR_STYLE = {"green": "bold green", "yellow": "bold yellow", "red": "bold red"}
 _STATE_STYLE = {"closed": "green", "half_open": "yellow", "open": "red", "forced_open": "red"}
 _SHORT_TYPE = {"DirectAnthropic": "anthropic", "OpenAICompatible": "openai",
-               "OpenAIResponses": "responses"}
+               "OpenAIResponses": "responses", "Bedrock": "bedrock", "Vertex": "vertex"}
 
 
 # Piped to a file or another program there is no terminal width to fit: rich would assume 80

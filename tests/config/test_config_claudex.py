@@ -303,7 +303,8 @@ def test_unknown_provider_type_is_still_an_error_naming_every_known_type() -> No
     issue = only_issue(PROFILE.replace('"OpenAICompatible"', '"Responses"'))
     assert (issue.line, issue.key) == (3, "profiles.p.provider_type")
     assert issue.message.endswith(
-        'expected one of "DirectAnthropic", "OpenAICompatible", "OpenAIResponses"')
+        'expected one of "DirectAnthropic", "OpenAICompatible", "OpenAIResponses", "Bedrock", '
+        '"Vertex"')
 
 
 def test_bad_extra_env_sub_table_is_located_at_its_key() -> None:

@@ -28,6 +28,11 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CLAUDEX_CONFIG", raising=False)
     for variable in VARIABLES:
         monkeypatch.delenv(variable, raising=False)
+    for variable in ("AWS_BEARER_TOKEN_BEDROCK", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+                     "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "CLAUDE_CODE_USE_BEDROCK",
+                     "CLAUDE_CODE_USE_VERTEX", "GOOGLE_APPLICATION_CREDENTIALS",
+                     "CLOUDSDK_CONFIG"):  # this machine's clouds are not the test's
+        monkeypatch.delenv(variable, raising=False)
     return home
 
 

@@ -20,6 +20,7 @@ from claudex.console.colors import variable
 from claudex.console.components.text_line import TextLine
 from claudex.console.format import (
     breaker_words,
+    cloud_label,
     counts_words,
     last_error_words,
     limit_words,
@@ -82,6 +83,8 @@ class ProviderPanel(Vertical):
                 self.set_class(cls in wanted, cls, update=False)
             self.update_node_styles()
         kind = protocol_label(str(profile.get("provider_type") or ""))
+        if place := cloud_label(profile):
+            kind = f"{kind} {place}"
         default = " · default" if is_default else ""
         subtitle = f"{kind}{default}" + (f" · fake: {fault}" if fault else "")
         if pool is not None:  # short: the pool's panel has the long words

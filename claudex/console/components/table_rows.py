@@ -235,8 +235,8 @@ def table_row(profile: Mapping[str, Any], now_wall: float) -> TableRow:
     minutes_requests = _series(minutes.get("requests"))
     minutes_errors = _series(minutes.get("errors"))
     provider_type = str(profile.get("provider_type") or "")
-    kind = {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses"}.get(
-        provider_type, "openai")
+    kind = {"DirectAnthropic": "anthropic", "OpenAIResponses": "responses",
+            "Bedrock": "bedrock", "Vertex": "vertex"}.get(provider_type, "openai")
     window, warned = window_cell(profile, now_wall)
     return TableRow(
         name=str(profile.get("name") or ""),

@@ -118,7 +118,7 @@ class CostAddon:
         if rt is None:
             return
         model = served_model(result) or flow.req.model
-        usd = self.table.cost(rt.profile.base_url, model, usage)
+        usd = self.table.cost(rt.profile.price_url, model, usage)
         flow.cost_usd = usd
         flow.cost_basis = cost_basis(rt.profile)
         self.totals.add(result.provider, flow.req.profile, usd)

@@ -43,7 +43,7 @@ def config_pairs(config: Config) -> list[Pair]:
             continue  # a pool: its members serve
         models = {profile.default_model, *profile.models.values(), *aliases}
         for model in sorted(m for m in models if m):
-            pairs[(profile.base_url, model)] = None
+            pairs[(profile.price_url, model)] = None
     return list(pairs)
 
 

@@ -98,6 +98,7 @@ _PROVIDER_HOSTS: Final[dict[str, str]] = {
     "generativelanguage.googleapis.com": "gcp.gemini",
     "aiplatform.googleapis.com": "gcp.vertex_ai",
 }
+_CLOUD_TYPES: Final = {"Bedrock": "aws.bedrock", "Vertex": "gcp.vertex_ai"}
 _PROVIDER_SUFFIXES: Final = ((".openai.azure.com", "azure.ai.openai"),
                              (".amazonaws.com", "aws.bedrock"),
                              ("-aiplatform.googleapis.com", "gcp.vertex_ai"))
@@ -105,7 +106,13 @@ _PROVIDER_SUFFIXES: Final = ((".openai.azure.com", "azure.ai.openai"),
 
 def provider_name(profile: Profile) -> str:
     """`gen_ai.provider.name` for a profile: the convention's name for its API host, else the
-    profile's own name (a local model server, a gateway)."""
+    profile's own name (a local model server, a gateway). Claude on a cloud is that cloud's
+    whatever its address (a VPC endpoint, a regional host)."""
+    cloud = _CLOUD_TYPES.get(profile.provider_type)
+    if cloud is not None:
+        return cloud
+    if profile.auth_type == "aws-sigv4":
+        return "aws.bedrock"
     host = (urlsplit(profile.base_url).hostname or "").lower()
     known = _PROVIDER_HOSTS.get(host)
     if known is not None:

@@ -18,10 +18,14 @@ from claudex.config.model import Profile
 from claudex.config.model import Protocol as WireProtocol
 from claudex.engine.credentials.auth_headers import AuthHeaders
 from claudex.providers import anthropic
+from claudex.providers.cloud_models import anthropic_name, cloud_knows, is_cloud_id
+
+CLOUDS = frozenset({"Bedrock", "Vertex"})  # name Claude models their own way
 
 
 def is_claude_model(model: str) -> bool:
-    return model.lower().startswith("claude-")
+    lower = model.lower()
+    return lower.startswith("claude-") or "anthropic.claude" in lower
 
 
 def map_model(profile: Profile, requested: str | None, addressed: bool,
@@ -44,11 +48,20 @@ def map_model(profile: Profile, requested: str | None, addressed: bool,
         for family, target in profile.models.items():
             if family.lower() in lower:
                 return target
-        foreign_claude = profile.protocol != "anthropic" and is_claude_model(requested)
+        foreign_claude = (profile.protocol != "anthropic" and is_claude_model(requested)) or (
+            profile.provider_type in CLOUDS and not cloud_knows(profile.provider_type, requested))
         # An alias names a model on purpose: it is kept like the client's own choice.
         chosen = addressed and (aliased or profile.protocol == client)
         if chosen and not foreign_claude:
+            # A Bedrock- or Vertex-mode client's model id, at the Anthropic API (inline:
+            # this is every pass-through request's path).
+            if profile.provider_type == "DirectAnthropic" and (
+                    "anthropic." in requested or "@" in requested):
+                return anthropic_name(requested) or requested
             return requested
+    if not profile.default_model and requested and profile.provider_type == "DirectAnthropic" \
+            and is_cloud_id(requested):
+        return anthropic_name(requested) or requested
     return profile.default_model or requested
 
 

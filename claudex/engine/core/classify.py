@@ -28,9 +28,19 @@ The tree of outcomes (DESIGN.md, failure table)::
     │                      breaker failure
     ├── DISCONNECTED       upstream closed the connection before answering: fail over;
     │                      breaker failure
-    └── STREAM_ERROR       stream failed (error event, cut); before commit fail over,
-                           after commit passed to the client as an SSE error;
-                           breaker failure either way
+    ├── STREAM_ERROR       stream failed (error event, cut); before commit fail over,
+    │                      after commit passed to the client as an SSE error;
+    │                      breaker failure either way
+    ├── UNSUPPORTED_FIELD  a cloud refused what the Anthropic API accepts (Bedrock's
+    │                      `invalid beta flag`, `<field>: Extra inputs are not permitted`):
+    │                      retry once without it (remembered), then fail over
+    └── MODEL_UNAVAILABLE  the profile's model cannot be used there (Vertex: not enabled
+                           for the project; Bedrock: an invalid model id): fail over;
+                           breaker failure
+
+`classify_cloud()` maps a Bedrock or Vertex error (read by `claudex.providers.bedrock` /
+`.vertex`: statuses, `X-Amzn-ErrorType`, Google's `status`) onto these kinds: their own 400 that
+is a rate limit (ServiceQuotaExceededException), 408/424 that are the service's failures.
 
 `map_transport_error()` turns aiohttp and httpx exceptions into these kinds at one place. What
 each kind then does (retry, fail over, breaker and health effects) is one table:
@@ -46,8 +56,10 @@ from enum import StrEnum
 import aiohttp
 import httpx
 
+from claudex.providers.bedrock.errors import BedrockError, BedrockFailure
 from claudex.providers.context_limits import ContextRefusal, context_refusal
 from claudex.providers.limits import stated_max_tokens
+from claudex.providers.vertex.errors import VertexError, VertexFailure
 from claudex.providers.windows import spent_window
 
 
@@ -65,6 +77,8 @@ class Outcome(StrEnum):
     TOKEN_LIMIT = "max_tokens_limit"
     PLAN_LIMIT = "plan_limit"
     CONTEXT_EXCEEDED = "context_exceeded"
+    UNSUPPORTED_FIELD = "unsupported_field"
+    MODEL_UNAVAILABLE = "model_unavailable"
 
 
 class StreamStalled(TimeoutError):
@@ -92,6 +106,40 @@ def classify_status(status: int, *, oauth: bool = False) -> Outcome:
         return Outcome.CLIENT_ERROR
     # 1xx/3xx: a proxy should never see these from an API; treat as a broken upstream.
     return Outcome.SERVER_ERROR
+
+
+_BEDROCK: dict[BedrockFailure, Outcome] = {
+    BedrockFailure.RATE_LIMITED: Outcome.RATE_LIMITED,
+    BedrockFailure.QUOTA: Outcome.RATE_LIMITED,  # a 400, and a rate limit all the same
+    BedrockFailure.SERVER: Outcome.SERVER_ERROR,  # 500, 503, 408 ModelTimeout, 424 ModelStream
+    BedrockFailure.AUTH: Outcome.AUTH_ERROR,
+    BedrockFailure.MODEL_UNAVAILABLE: Outcome.MODEL_UNAVAILABLE,
+    BedrockFailure.DROP_FIELD: Outcome.UNSUPPORTED_FIELD,
+    BedrockFailure.DROP_BETAS: Outcome.UNSUPPORTED_FIELD,
+    BedrockFailure.CLIENT: Outcome.CLIENT_ERROR,
+}
+_VERTEX: dict[VertexFailure, Outcome] = {
+    VertexFailure.RATE_LIMITED: Outcome.RATE_LIMITED,
+    VertexFailure.SERVER: Outcome.SERVER_ERROR,
+    VertexFailure.TOKEN_REJECTED: Outcome.TOKEN_EXPIRED,  # mint a token again, retry once
+    VertexFailure.AUTH: Outcome.AUTH_ERROR,
+    VertexFailure.MODEL_UNAVAILABLE: Outcome.MODEL_UNAVAILABLE,
+    VertexFailure.CLIENT: Outcome.CLIENT_ERROR,
+}
+
+
+def classify_cloud(error: BedrockError | VertexError) -> Outcome:
+    """The outcome of a Bedrock or Vertex error answer (never a 2xx)."""
+    if isinstance(error, BedrockError):
+        return _BEDROCK[error.failure]
+    return _VERTEX[error.failure]
+
+
+def cloud_words(error: BedrockError | VertexError) -> str:
+    """A cloud error in one line for the attempt: its type and its own words."""
+    kind = error.error_type if isinstance(error, BedrockError) else error.status
+    words = error.message[:300]
+    return f"{kind}: {words}" if kind and words else (words or kind or "refused")
 
 
 def stated_token_limit(outcome: Outcome, status: int, message: str) -> int | None:
@@ -177,5 +225,7 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.STREAM_ERROR: "stream failed",
         Outcome.TOKEN_LIMIT: "max_tokens over the provider's limit",
         Outcome.CONTEXT_EXCEEDED: "conversation over the provider's context window",
+        Outcome.UNSUPPORTED_FIELD: "refused a field or beta the Anthropic API accepts",
+        Outcome.MODEL_UNAVAILABLE: "model not available there",
     }[outcome]
     return f"{words} ({status})" if status is not None else words

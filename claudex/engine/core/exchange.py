@@ -27,6 +27,7 @@ from claudex.engine.addons.reasoning_memory import (
     stream_listener,
 )
 from claudex.engine.addons.signatures import SignatureMemory
+from claudex.engine.clouds.wire import Refusal, Wire, WireRequest
 from claudex.engine.core.addressing import credentials_only, map_model, upstream_headers, with_query
 from claudex.engine.core.request import ProxyRequest
 from claudex.engine.core.stream_codec import Relay, StreamCodec
@@ -100,12 +101,16 @@ class Exchange:
         client = credentials_only(req.headers) if self.translating else req.headers
         headers.update(upstream_headers(self.profile, auth, client=client,
                                         forward=not self.translating))
+        if self.wire is not None:
+            return self.wire.headers(headers, self.on_wire)
         return headers
 
     def url(self) -> str:
         """The upstream URL: the client's query string rides along on the same-protocol path
         (Claude Code's `?beta=true`); the profile's `query_params` always (Azure's
-        `api-version`)."""
+        `api-version`). A cloud's wire (engine/clouds/) has its own: no client query there."""
+        if self.wire is not None and (own := self.wire.url(self.on_wire)) is not None:
+            return with_query(own, self._query)
         if self.upstream == "anthropic":
             url = anthropic.messages_url(self.profile.base_url,
                                          self.req.endpoint == "count_tokens")
@@ -114,6 +119,18 @@ class Exchange:
         else:
             url = openai.chat_url(self.profile.base_url)
         return with_query(url, "" if self.translating else self.req.query, self._query)
+
+    # Bedrock's or Vertex's URL, body, signer and stream decoder (engine/clouds/), set by the
+    # forwarder from the provider's runtime; None: the protocol's own wire.
+    wire: Wire | None = None
+    # The cloud's last refusal read here (a field it does not take, ...): what to learn.
+    refused: Refusal | None = None
+
+    @property
+    def on_wire(self) -> WireRequest:
+        """What the wire reads of this request."""
+        return WireRequest(self.model, self.upstream_streams, self.req.endpoint == "count_tokens",
+                           self.req.headers.get("anthropic-beta"))
 
     # The body went as the client's bytes with one member written in (`ask_for_usage`): exact,
     # whatever orjson read.
@@ -136,6 +153,8 @@ class Exchange:
                 self.req.body = json.loads(self.req.raw)
                 self._reset()
                 out = self._build()
+            if self.wire is not None:
+                return self._for_wire(self.wire, out)
             return out
         except InvalidRequest:
             raise
@@ -148,6 +167,15 @@ class Exchange:
             log.exception("%s: could not build the request for %s", self.profile.name,
                           self.upstream)
             raise
+
+    def _for_wire(self, wire: Wire, built: bytes) -> bytes:
+        """The Anthropic body built for this request, rewritten for the cloud's wire (what it
+        leaves out joins `dropped`)."""
+        body = self.req.body if built is self.req.raw else json.loads(built)
+        rewritten, dropped = wire.body(body, self.on_wire)
+        if dropped:
+            self.dropped += dropped
+        return _dumps(rewritten)
 
     def _build(self) -> bytes:
         if self.client == "responses":
@@ -241,7 +269,7 @@ class Exchange:
         Lookups are skipped while no other provider signed anything."""
         if self.upstream != "anthropic":
             return None
-        name, memory = self.profile.name, self.signatures
+        name, memory = self.profile.signs_as, self.signatures
         signer = memory.signer if memory is not None and memory.signed_by_others(name) else None
         portable = make_portable(self.req.body, target=name, model=self.model, signer=signer)
         if portable is None:
@@ -260,7 +288,7 @@ class Exchange:
             return self._responses_relayed_answer(payload)
         if not self.translating:
             if self.upstream == "anthropic" and self.signatures is not None:
-                self.signatures.remember_answer(self.profile.name, payload)
+                self.signatures.remember_answer(self.profile.signs_as, payload)
             return payload
         if self.upstream == "responses":
             return self._responses_answer(payload)
@@ -284,11 +312,17 @@ class Exchange:
         return _dumps(convert(body, tool_names=self._tool_names, fallback_model=self.model))
 
     def error_answer(self, status: int, payload: bytes) -> tuple[int, bytes]:
+        if self.wire is not None:  # a cloud's error, in the Anthropic API's shape first
+            status, payload = self.wire.error_answer(status, payload)
         if not self.translating:
             return status, payload
         return tr.translate_error(status, payload, source=self.upstream, target=self.client)
 
     def stream_codec(self) -> StreamCodec:
+        codec = self._stream_codec()
+        return codec if self.wire is None else self.wire.stream_codec(codec)
+
+    def _stream_codec(self) -> StreamCodec:
         if self.client == "responses":
             return self._responses_client_stream()
         if not self.translating:
@@ -296,7 +330,7 @@ class Exchange:
                 return Relay(openai.tail_scanner())
             memory = self.signatures
             return Relay(anthropic.tail_scanner(),
-                          memory.tap(self.profile.name) if memory is not None else None)
+                          memory.tap(self.profile.signs_as) if memory is not None else None)
         listener = stream_listener(self._reasoning, self.profile.name)
         if self.upstream == "responses" and self.client == "anthropic":
             return tr.from_responses.ResponsesToAnthropicStream(

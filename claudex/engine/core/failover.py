@@ -328,6 +328,7 @@ class Forwarder:
                                 or name in way.addressed, aliases=core.config.model_aliases)
             exchange.max_tokens_cap = rt.max_tokens_cap(exchange.model)
             exchange.signatures = core.signatures
+            exchange.wire = rt.wire
             try:
                 result = await self._one.serve(ledger, exchange)
             finally:

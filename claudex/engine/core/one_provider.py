@@ -19,7 +19,9 @@ from claudex.engine.addons.windows import windows_in_stream
 from claudex.engine.core.answers import passed_headers, scrub_error_body, tag
 from claudex.engine.core.classify import (
     Outcome,
+    classify_cloud,
     classify_status,
+    cloud_words,
     map_transport_error,
     plan_limit,
     stated_context_window,
@@ -78,7 +80,8 @@ class OneProvider:
         says what follows; this loop only executes it. Every path settles the ledger's permit
         exactly once."""
         req, profile = exchange.req, ledger.rt.profile
-        if req.endpoint == "count_tokens" and profile.protocol != "anthropic":
+        if req.endpoint == "count_tokens" and (profile.protocol != "anthropic" or (
+                exchange.wire is not None and exchange.wire.counts_locally)):
             ledger.release()
             return self._local_token_estimate(req, profile.name, ledger.trail.attempts)
         tries = Tries(exchange.url())
@@ -139,6 +142,14 @@ class OneProvider:
                                                               str(exc)), problem=exc.reason)
         if rt.health.credentials_problem is not None:
             rt.health.credentials_problem = None
+        headers = exchange.headers(auth)
+        wire = exchange.wire
+        if wire is not None and wire.signer is not None:  # SigV4: over the exact bytes sent
+            try:
+                headers.update(await wire.signer.sign("POST", tries.url, headers, tries.body))
+            except CredentialError as exc:
+                return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None,
+                                                              str(exc)), problem=exc.reason)
         # claudex's own queue (engine/core/gate.py): waiting here is never the provider's fault.
         if not rt.gate.take_now() and not await rt.gate.acquire(profile.queue_timeout):
             return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
@@ -151,7 +162,7 @@ class OneProvider:
         deadlines = StreamDeadlines.start(profile) if req.stream else None
         try:
             sending = core.transport.send(
-                profile.name, "POST", tries.url, exchange.headers(auth),
+                profile.name, "POST", tries.url, headers,
                 tries.body, connect_timeout=profile.connect_timeout,
                 # A stream has deadlines of its own (engine/core/stalls.py): before the commit,
                 # `within`; after it, the relay's idle watch. No socket read timer.
@@ -168,7 +179,8 @@ class OneProvider:
             return Seen(outcome, ledger.attempt(outcome, None, words))
         ledger.headers_arrived()
         status = resp.status
-        oauth = profile.auth_type == "oauth" or profile.token_command is not None
+        oauth = profile.auth_type == "oauth" or profile.token_command is not None or (
+            wire is not None and wire.refreshes_on_401)
         outcome = classify_status(status, oauth=oauth)
         # A whole 2xx tells its headers once it is known to be the answer served (then at
         # finish, hooks.py) or to fail over (_answer); every other answer tells them now.
@@ -184,9 +196,17 @@ class OneProvider:
         except Exception:
             payload = b""
         payload = scrub_error_body(payload, auth, req)  # it may quote the key it was sent
-        message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
-                   else responses.error_message(payload) if profile.protocol == "responses"
-                   else openai.error_message(payload))
+        cloud = wire.refusal(status, resp.headers, payload) if wire is not None else None
+        if cloud is not None:  # a cloud's own error (classify.py reads its kind)
+            outcome = classify_cloud(cloud)
+            message = cloud_words(cloud)
+            exchange.refused = cloud
+            if outcome is Outcome.MODEL_UNAVAILABLE and wire is not None:
+                self._model_unavailable(rt, wire.unavailable, exchange.model, message)
+        else:
+            message = (anthropic.error_message(payload) if profile.protocol == "anthropic"
+                       else responses.error_message(payload) if profile.protocol == "responses"
+                       else openai.error_message(payload))
         limit = stated_token_limit(outcome, status, message)
         if limit is not None and req.endpoint != "count_tokens":
             outcome = Outcome.TOKEN_LIMIT
@@ -200,6 +220,18 @@ class OneProvider:
                     outcome = Outcome.CONTEXT_EXCEEDED
         return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
                      payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
+
+    def _model_unavailable(self, rt: ProviderRuntime, said: set[str], model: str | None,
+                           words: str) -> None:
+        """A cloud cannot serve the profile's model (not enabled for the project, an id it does
+        not know): its requests fail over; one event and one log line per model say why."""
+        if (model or "") in said:
+            return
+        said.add(model or "")
+        sentence = (f"{rt.name}: {model or 'its model'} cannot be used there ({words}); "
+                    "requests for it fail over")
+        self.core.events.publish(Event("limit", sentence, rt.name, {"model": model}))
+        log.warning("%s", sentence)
 
     def _tell_headers(self, flow: Flow, rt: ProviderRuntime, status: int,
                       headers: Sequence[tuple[bytes, bytes]]) -> None:

@@ -15,6 +15,9 @@ translation, a refused token refresh). A row says:
     ``AT_CAP`` once, at the max_tokens the provider stated (remembered for the profile);
     ``AFTER_RESET`` not before the plan's window resets: the provider is "window spent until
     HH:MM" (the reset the answer states, else its Retry-After) and skipped until then.
+    ``WITHOUT_REFUSED`` again without what a cloud refused of the Anthropic API (a field it
+    named, the betas it does not take), remembered for the profile and model; at most a few
+    times a request, and not when nothing is left to drop.
 ``failover``
     when not retried (or the retries are spent): True moves on along the chain; False hands the
     answer to the client (the served answer, or the provider's refusal of the client's own
@@ -67,6 +70,7 @@ class Retry(StrEnum):
     AFTER_REFRESH = "after_refresh"
     AT_CAP = "at_cap"
     AFTER_RESET = "after_reset"
+    WITHOUT_REFUSED = "without_refused"
 
 
 class BreakerEffect(StrEnum):
@@ -126,6 +130,8 @@ POLICY: dict[Key, Rule] = dict((
     _row(Outcome.TIMEOUT,          _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
     _row(Outcome.DISCONNECTED,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
     _row(Outcome.STREAM_ERROR,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.UNSUPPORTED_FIELD, _R.WITHOUT_REFUSED, True,     _B.RELEASE, _H.NONE),
+    _row(Outcome.MODEL_UNAVAILABLE, _R.NO,            True,      _B.FAILURE, _H.LIVE_FAILURE),
     _row(Local.INVALID_REQUEST,    _R.NO,             False,     _B.RELEASE, _H.NONE),
     _row(Local.TRANSLATION_ERROR,  _R.NO,             True,      _B.RELEASE, _H.NONE),
     _row(Local.CREDENTIALS,        _R.NO,             True,      _B.RELEASE, _H.CREDENTIALS),
@@ -193,13 +199,21 @@ WHEN: dict[Key, str] = {
                               "estimated over it passes that backup over without sending "
                               "(`context_too_small`). At the addressed profile the 400 goes to "
                               "the client unchanged, so it can compact",
-    Outcome.RATE_LIMITED: "429 rate limit",
+    Outcome.RATE_LIMITED: "429 rate limit; Bedrock's ThrottlingException and "
+                          "ModelNotReadyException (429) and ServiceQuotaExceededException (a "
+                          "400, never passed to the client as its own mistake); Vertex's "
+                          "RESOURCE_EXHAUSTED (429)",
     Outcome.PLAN_LIMIT: "429 saying the plan's window is spent: `anthropic-ratelimit-unified-"
                         "status: rejected`, or the ChatGPT backend's `usage_limit_reached` / "
                         "`usage_not_included`",
-    Outcome.AUTH_ERROR: "401 at a profile with an API key, or 403",
-    Outcome.TOKEN_EXPIRED: "401 at an OAuth profile or one with a `token_command`",
-    Outcome.SERVER_ERROR: "500, 502, 503, 504, 529 and any other 5xx",
+    Outcome.AUTH_ERROR: "401 at a profile with an API key, or 403 (Bedrock's AccessDenied, "
+                        "InvalidSignature, UnrecognizedClient, ExpiredToken; Vertex's "
+                        "PERMISSION_DENIED)",
+    Outcome.TOKEN_EXPIRED: "401 at an OAuth profile or one with a `token_command`; Vertex's "
+                           "401 UNAUTHENTICATED (a new access token is minted)",
+    Outcome.SERVER_ERROR: "500, 502, 503, 504, 529 and any other 5xx; Bedrock's "
+                          "ModelTimeoutException (408) and ModelStreamErrorException / "
+                          "ModelErrorException (424)",
     Outcome.CONNECT_ERROR: "connection refused, DNS failure, no connection within "
                            "`connect_timeout`",
     Outcome.TIMEOUT: "an answer not streamed with no first byte within `read_timeout`; a "
@@ -208,7 +222,16 @@ WHEN: dict[Key, str] = {
                      "`stream_commit_timeout`, where `message_start` and pings are not content",
     Outcome.DISCONNECTED: "the provider closed the connection before answering",
     Outcome.STREAM_ERROR: "a stream that failed before its first content (an error event, a cut "
-                          "connection)",
+                          "connection, an exception frame in Bedrock's event stream)",
+    Outcome.UNSUPPORTED_FIELD: "Bedrock refuses what the Anthropic API accepts: `<field>: Extra "
+                               "inputs are not permitted` (the field is dropped) or `invalid "
+                               "beta flag` (which does not name the flag: the betas Bedrock "
+                               "documents are kept, then none); remembered for the profile and "
+                               "model and named in the trail",
+    Outcome.MODEL_UNAVAILABLE: "the model cannot be used at this profile: Vertex's 400 "
+                               "FAILED_PRECONDITION (not enabled for the project) or 404 "
+                               "NOT_FOUND, Bedrock's invalid model identifier or "
+                               "ResourceNotFoundException; said in an event",
     Local.INVALID_REQUEST: "translation found the client's request malformed: nothing is sent, "
                            "the client gets a 400 in its own format",
     Local.TRANSLATION_ERROR: "claudex could not build the request for this provider (a claudex "

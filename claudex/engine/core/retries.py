@@ -18,6 +18,7 @@ from claudex.engine.events import Event
 from claudex.providers.windows import spent_details
 
 log = logging.getLogger("claudex.engine")
+MAX_MENDS = 3  # tries again without what a cloud refused, at most, per request and provider
 
 
 class Retries:
@@ -26,7 +27,7 @@ class Retries:
         self.by_kind: dict[Retry, RetryHandler] = {
             Retry.NO: self.no_retry, Retry.BACKOFF: self.backoff,
             Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap,
-            Retry.AFTER_RESET: self.after_reset}
+            Retry.AFTER_RESET: self.after_reset, Retry.WITHOUT_REFUSED: self.without_refused}
         self._timers: set[int] = set()  # limits (by id) with a decrease waiting to be said
 
     async def no_retry(self, ledger: Ledger, exchange: Exchange, seen: Seen,
@@ -87,6 +88,27 @@ class Retries:
         tries.body = None  # built again, at the cap
         return Step(again=True)
 
+
+    async def without_refused(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                              tries: Tries) -> Step:
+        """A cloud refused what the Anthropic API accepts (engine/clouds/): learn it (the
+        profile leaves it out from now on, for this model), and try again with a body that
+        differs; not when nothing more can be left out, nor past a few rounds."""
+        wire, refusal, rt = exchange.wire, exchange.refused, ledger.rt
+        if wire is None or refusal is None or tries.mended >= MAX_MENDS or tries.body is None:
+            return Step()
+        sent = tries.body
+        while (words := wire.learn(refusal, exchange.on_wire)) is not None:
+            self.core.events.publish(Event("limit", f"{rt.name}: {words}", rt.name,
+                                           {"model": exchange.model, "refused": words}))
+            log.info("%s: %s", rt.name, words)
+            exchange.dropped = ()
+            body = exchange.body()
+            if body != sent:
+                tries.mended += 1
+                tries.body = body
+                return Step(again=True)
+        return Step()
 
     async def after_reset(self, ledger: Ledger, exchange: Exchange, seen: Seen,
                            tries: Tries) -> Step:

@@ -10,9 +10,10 @@ from claudex.config.model import Profile
 from claudex.engine.addons.stats import ProviderStats
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker
 from claudex.engine.breaker.trips import trip_words
+from claudex.engine.clouds.wire import Wire
 from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
-from claudex.engine.credentials.cache import Credentials
+from claudex.engine.credentials.upstream import UpstreamCredentials
 from claudex.engine.health.slowness import Slowness
 from claudex.providers.windows import RawHeaders, Window, clock_text, read_windows, window_words
 
@@ -37,7 +38,10 @@ class HealthState:
 class ProviderRuntime:
     profile: Profile
     breaker: CircuitBreaker
-    credentials: Credentials
+    credentials: UpstreamCredentials
+    # Bedrock's and Vertex's URL, body, signer and stream (engine/clouds/); None: the protocol's
+    # own wire. One per runtime: it keeps what it learned of the provider.
+    wire: Wire | None = None
     stats: ProviderStats = field(default_factory=ProviderStats)
     health: HealthState = field(default_factory=HealthState)
     cooldown_until: float = 0.0            # monotonic; rate-limited until then
@@ -197,7 +201,7 @@ class ProviderRuntime:
         ):
             return "yellow", f"slow: {health.latency_ms:.0f} ms"
         if health.unsupported:
-            return "green", "ok (probe unsupported)"
+            return "green", f"ok ({health.error or 'probe unsupported'})"
         if health.last_checked is None:
             return "green", "ok (not probed yet)"
         return "green", "ok"
@@ -260,6 +264,7 @@ class ProviderRuntime:
             "learned_context_window": dict(self.context_limits),
             "concurrency": self.concurrency_json(now),
             "stats": self.stats.to_json(),
+            "cloud": self.wire.status_json() if self.wire is not None else None,
         }
 
     def _spent_until(self, wall: float | None) -> float | None:

@@ -116,8 +116,9 @@ async def open_stream(ledger: Ledger, exchange: Exchange, resp: UpstreamResponse
     else:
         ledger.committed()  # its time to first content, measured here
     headers = passed_headers(resp.raw_headers, translating=exchange.translating)
+    # (a cloud's stream, Bedrock's eventstream, reaches the client as Anthropic SSE too)
     headers["content-type"] = "text/event-stream; charset=utf-8" if exchange.translating \
-        else headers.get("content-type", "text/event-stream")
+        or exchange.wire is not None else headers.get("content-type", "text/event-stream")
     headers["cache-control"] = "no-cache"
     ledger.hand_to_stream()
     stream = RelayedStream(ledger, exchange, codec, resp, chunks, b"".join(held), refused)

@@ -85,6 +85,7 @@ class Tries:
     rate_limited: int = 0      # 429s so far
     refreshed: bool = False
     capped: bool = False
+    mended: int = 0            # tries again without what a cloud refused (engine/clouds/)
 
 
 RetryHandler = Callable[[Ledger, Exchange, Seen, Tries], Awaitable[Step]]

@@ -230,7 +230,8 @@ class HealthChecker:
             health.unsupported = True
             health.last_ok = True
             health.latency_ms = None
-            health.error = "probe unsupported"
+            health.error = f"probe unsupported: {result.error}" if result.error \
+                else "probe unsupported"
             health.probe_failures = 0
             return
         if result.kind == "auth":
@@ -257,6 +258,13 @@ class HealthChecker:
         profile = rt.profile
         url = (anthropic.models_url(profile.base_url) if profile.protocol == "anthropic"
                else openai.models_url(profile.base_url))
+        wire, body = rt.wire, None
+        if wire is not None:  # a cloud: its own free request, or none (engine/clouds/)
+            probe = wire.probe()
+            if probe is None:
+                return ProbeResult("unsupported", error=f"{wire.kind} has no request that "
+                                   "costs nothing; health from traffic")
+            url, body = probe
         timeout = self.core.config.health.timeout_seconds
         health = rt.health
         for refreshed in (False, True):
@@ -273,14 +281,18 @@ class HealthChecker:
                 # httpx's timeout bounds each phase; this bounds the whole request, so a
                 # provider that trickles its answer (or a wedged transport) cannot hang the round.
                 async with asyncio.timeout(timeout):
-                    resp = await self.http.get(url, headers=headers, timeout=timeout)
+                    resp = await (self.http.get(url, headers=headers, timeout=timeout)
+                                  if body is None else self.http.post(
+                                      url, content=body, timeout=timeout,
+                                      headers={**headers, "content-type": "application/json"}))
             except _TRANSPORT_ERRORS as exc:
                 _, words = map_transport_error(exc)
                 return ProbeResult("failure", error=words, counts=True)
             latency = round((self.core.clock() - started) * 1000.0, 1)
             status = resp.status_code
             outcome = classify_status(status, oauth=profile.auth_type == "oauth"
-                                      or profile.token_command is not None)
+                                      or profile.token_command is not None
+                                      or (wire is not None and wire.refreshes_on_401))
             if outcome is Outcome.TOKEN_EXPIRED and not refreshed and auth is not None:
                 if await rt.credentials.refresh_after_401(auth):
                     continue

@@ -177,6 +177,9 @@ def config_secrets(config: Config, env: Mapping[str, str] | None = None) -> list
     variables it points at (`api_key_env`, the local token's `auth_token_env`)."""
     environ = os.environ if env is None else env
     variables = [p.api_key_env for p in config.profiles if p.api_key_env]
+    if any(p.provider_type == "Bedrock" or p.auth_type == "aws-sigv4" for p in config.profiles):
+        # What the SDKs and the AWS chain read (a Bedrock API key; keys in the environment).
+        variables += ["AWS_BEARER_TOKEN_BEDROCK", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]
     if config.proxy.auth_token_env:
         variables.append(config.proxy.auth_token_env)
     found = [p.api_key for p in config.profiles if p.api_key]

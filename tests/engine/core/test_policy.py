@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from claudex.demo.fake_bedrock import FakeBedrock
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_plans import Plan
 from claudex.demo.fake_provider import FakeProvider
@@ -32,7 +33,9 @@ from claudex.engine.core.policy import (
     dispositions,
 )
 from claudex.providers import translate
+from tests import cloud_world
 from tests.conftest import (
+    TEST_ENV,
     Proxy,
     anthropic_body,
     build_config,
@@ -72,6 +75,8 @@ EXPECTED: dict[Key, tuple[Retry, bool, BreakerEffect, HealthEffect]] = {
     Outcome.TIMEOUT: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
     Outcome.DISCONNECTED: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
     Outcome.STREAM_ERROR: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
+    Outcome.UNSUPPORTED_FIELD: (_R.WITHOUT_REFUSED, True, _B.RELEASE, _H.NONE),
+    Outcome.MODEL_UNAVAILABLE: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
     Local.INVALID_REQUEST: (_R.NO, False, _B.RELEASE, _H.NONE),
     Local.TRANSLATION_ERROR: (_R.NO, True, _B.RELEASE, _H.NONE),
     Local.CREDENTIALS: (_R.NO, True, _B.RELEASE, _H.CREDENTIALS),
@@ -455,6 +460,40 @@ async def test_a_spent_plan_window_fails_over_at_once(fakes: Any, proxy_factory:
     _check(proxy, resp, POLICY[Outcome.PLAN_LIMIT], await _trail(proxy))
     assert proxy.fakes["primary"].request_count == 1 and proxy.sleep.waits == []
     assert proxy.engine.runtimes["primary"].window_spent_until > 0
+
+
+async def _bedrock_pair(fakes: Any, proxy_factory: Any, bedrock: FakeBedrock,
+                        model: str = cloud_world.MODEL) -> Proxy:
+    f = await fakes(("backup", "anthropic"))
+    config = build_config(cloud_world.bedrock_toml("primary", bedrock.base_url,
+                                                   backups=("backup",), model=model)
+                          + profile_toml("backup", f["backup"]))
+    proxy: Proxy = await proxy_factory(config, fakes={"primary": bedrock, **f})
+    return proxy
+
+
+@row(Outcome.UNSUPPORTED_FIELD)
+async def test_a_field_a_cloud_refuses_is_dropped_and_tried_again(fakes: Any,
+                                                                   proxy_factory: Any) -> None:
+    async with FakeBedrock(api_keys=[TEST_ENV["FAKE_KEY"]]) as bedrock:
+        proxy = await _bedrock_pair(fakes, proxy_factory, bedrock)
+        resp = await proxy.messages({**anthropic_body(), "context_management": {}})
+        assert resp.status_code == 200 and resp.headers["x-claudex-provider"] == "primary"
+        outcomes = await _trail(proxy)
+        assert outcomes == ["unsupported_field", "ok"]  # once more, without it
+        rt = proxy.engine.runtimes["primary"]
+        assert rt.breaker.snapshot().consecutive_failures == 0 and rt.stats.failures == 0
+        assert not rt.health.live_failure_since_probe
+        assert proxy.fakes["backup"].request_count == 0
+
+
+@row(Outcome.MODEL_UNAVAILABLE)
+async def test_a_model_the_cloud_cannot_serve_fails_over(fakes: Any, proxy_factory: Any) -> None:
+    async with FakeBedrock(api_keys=[TEST_ENV["FAKE_KEY"]]) as bedrock:
+        proxy = await _bedrock_pair(fakes, proxy_factory, bedrock, "us.anthropic.none-v1:0")
+        resp = await proxy.messages()
+        assert resp.status_code == 200
+        _check(proxy, resp, POLICY[Outcome.MODEL_UNAVAILABLE], await _trail(proxy))
 
 
 def test_every_row_is_tested_through_the_proxy() -> None:
