@@ -41,15 +41,28 @@ DEMO_WINDOW_S = 180.0
 DEMO_WINDOW_TOKENS = {"claude": 15_000, "codex": 6_000}
 
 
+# Ports this process has handed out. The kernel may give the same port to two binds to port 0
+# in a row once the first socket is closed (seen in CI: two fleet instances spawned together
+# were both handed 40503, one failed to listen), so a port is handed out once per process.
+_HANDED_OUT: set[tuple[str, int]] = set()
+
+
 def free_port(preferred: int = 0, host: str = "127.0.0.1") -> int:
-    """`preferred` when it is free, else any free port (the demo, tests, bench and soak)."""
-    for port in (preferred, 0):
+    """`preferred` when it is free, else any free port (the demo, tests, bench and soak).
+
+    Never the same port twice in one process, so callers that start several servers before any
+    of them listens cannot be handed one port between them."""
+    for port in (preferred, *([0] * 64)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
                 sock.bind((host, port))
             except OSError:
                 continue
-            return int(sock.getsockname()[1])
+            found = int(sock.getsockname()[1])
+        if (host, found) in _HANDED_OUT:
+            continue
+        _HANDED_OUT.add((host, found))
+        return found
     raise OSError("no free port")
 
 
