@@ -242,6 +242,12 @@ class Profile:
     max_concurrency: int | None = None
     queue_timeout: float = 30.0
     retry_budget: float = 0.2
+    # The network (DESIGN.md "Networks", issue 36): None takes `[network]`'s value.
+    upstream_proxy: tuple[str, ...] | None = None
+    ca_bundle: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    client_key_password_env: str | None = None
     # Why this profile cannot be used (secret missing, credentials file absent); None when usable.
     problem: str | None = None
 
@@ -283,6 +289,32 @@ class Profile:
 
 
 @dataclass(frozen=True)
+class NetworkSettings:
+    """`[network]`: how every profile reaches its provider unless the profile says otherwise.
+    Each `upstream_proxy` entry is "env" (the environment's proxy variables), "direct", a proxy
+    URL (http, https, socks5, socks5h) or an `[[upstream_proxies]]` name; a list is tried in order."""
+
+    upstream_proxy: tuple[str, ...] = ("env",)
+    ca_bundle: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    client_key_password_env: str | None = None
+
+
+@dataclass(frozen=True)
+class UpstreamProxy:
+    """An `[[upstream_proxies]]` entry: a named proxy several profiles share, with a breaker of
+    its own (its failures are never the providers')."""
+
+    name: str
+    url: str
+    password_env: str | None = None
+    enabled: bool = True
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+
+
+@dataclass(frozen=True)
 class Pool:
     """A `[[profiles]]` table with `members` and no `base_url` (DESIGN.md "Pools"): several
     profiles (accounts) behind one name. Addressed like a profile; `balance` says which member
@@ -312,6 +344,8 @@ class Config:
     router: RouterSettings = field(default_factory=RouterSettings)
     profiles: tuple[Profile, ...] = ()
     pools: tuple[Pool, ...] = ()
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    upstream_proxies: tuple[UpstreamProxy, ...] = ()
     path: Path | None = None
     # `[model_aliases]` (Claudex): a requested model equal to a key becomes its value first.
     model_aliases: Mapping[str, str] = field(default_factory=dict)
