@@ -8,11 +8,9 @@ locates it. No message ever quotes a proxy URL or a password: a URL may hold one
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from claudex.config._checks import (
@@ -31,15 +29,16 @@ from claudex.config._checks import (
     _type_name,
 )
 from claudex.config._lines import KeyPath
-from claudex.config.proxy_urls import ProxyURLError, parse_proxy_url
-
-ENV = "env"  # the environment's HTTPS_PROXY & co
-DIRECT = "direct"  # no proxy
-SPECIAL_ROUTES = (ENV, DIRECT)
-
-
-def is_url(entry: str) -> bool:
-    return "://" in entry
+from claudex.config.network import (
+    DIRECT,
+    ENV,
+    ENV_HOP_NAMES,
+    SPECIAL_ROUTES,
+    ProxyURLError,
+    expand_path,
+    is_url,
+    parse_proxy_url,
+)
 
 
 def _route(value: object) -> tuple[str, ...]:
@@ -94,6 +93,9 @@ def _proxy_name(value: object) -> str:
     if name in SPECIAL_ROUTES:
         raise _Bad(f'{_quoted(name)} means {"the environment" if name == ENV else "no proxy"} '
                    "in upstream_proxy: a proxy needs another name")
+    if name.lower() in ENV_HOP_NAMES:
+        raise _Bad(f"{_quoted(name)} names the environment's proxy in status and events: a "
+                   "proxy needs another name")
     return name
 
 
@@ -125,14 +127,6 @@ class NetProblem:
     message: str
     at: KeyPath = ()
     warning: bool = False
-
-
-def expand_path(path: str, env: Mapping[str, str]) -> Path:
-    """`~` from the given environment's HOME (the process's when it has none)."""
-    home = env.get("HOME")
-    if home and (path == "~" or path.startswith(("~/", "~" + os.sep))):
-        return Path(home + path[1:])
-    return Path(os.path.expanduser(path))
 
 
 def table_problems(values: Mapping[str, Any], env: Mapping[str, str],

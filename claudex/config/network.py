@@ -1,14 +1,25 @@
-"""An upstream proxy's URL, taken apart: read the same way for `[[upstream_proxies]]` urls, for a
-URL written in `upstream_proxy`, and for the environment's `HTTPS_PROXY` & co (the engine's
-`engine/network/environment.py`), so the three can never disagree about what a URL means.
+"""The network's words the config and the engine share (issue 36): what an `upstream_proxy` entry
+is, and a proxy's URL taken apart — read the same way for `[[upstream_proxies]]` urls, for a URL
+written in `upstream_proxy`, and for the environment's `HTTPS_PROXY` & co (the engine's
+`engine/network/environment.py`), so they can never disagree about what a URL means.
 
 Messages never quote the URL: it may hold a password.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import unquote, urlsplit
+
+ENV = "env"  # an `upstream_proxy` entry: the environment's HTTPS_PROXY & co
+DIRECT = "direct"  # an `upstream_proxy` entry: no proxy
+SPECIAL_ROUTES: tuple[str, ...] = (ENV, DIRECT)
+# What a hop from the environment is called when the variables name several proxies (the
+# variable, lowercased): no `[[upstream_proxies]]` entry may take these names either.
+ENV_HOP_NAMES: tuple[str, ...] = ("https_proxy", "http_proxy", "all_proxy")
 
 PROXY_SCHEMES: tuple[str, ...] = ("http", "https", "socks5", "socks5h")
 # A URL without a port takes its scheme's usual one (as Go's and Python's clients do; curl
@@ -74,3 +85,17 @@ def parse_proxy_url(text: str, *, default_scheme: str | None = None) -> ProxyAdd
     password = unquote(parts.password) if parts.password else None
     return ProxyAddress(scheme, parts.hostname.lower(), port or DEFAULT_PORTS[scheme],
                         username, password)
+
+
+def is_url(entry: str) -> bool:
+    """Whether an `upstream_proxy` entry is a URL (else "env", "direct" or a proxy's name)."""
+    return "://" in entry
+
+
+def expand_path(path: str, env: Mapping[str, str]) -> Path:
+    """A file named in the config (ca_bundle, client_cert, client_key): `~` from the given
+    environment's HOME (the process's when it has none)."""
+    home = env.get("HOME")
+    if home and (path == "~" or path.startswith(("~/", "~" + os.sep))):
+        return Path(home + path[1:])
+    return Path(os.path.expanduser(path))
