@@ -65,6 +65,8 @@ def resolve_network(config: Config, environ: Mapping[str, str]) -> Network:
     Raises `tls.TlsSetupError` for a ca_bundle or client certificate that cannot be loaded."""
     resolver = _Resolver(config, environ)
     routes = {profile.name: resolver.route(profile) for profile in config.profiles}
+    for proxy in config.upstream_proxies:
+        resolver.named(proxy.name)  # listed (status, trip, reset) even when no route uses it
     return Network(routes, resolver.proxies())
 
 
@@ -108,7 +110,10 @@ class _Resolver:
         if is_url(entry):
             address = parse_proxy_url(entry)  # checked when the config loaded
             return self._add(_hop(address.where, address, address.password), None)
-        proxy = self._named[entry]  # checked when the config loaded
+        return self.named(entry)
+
+    def named(self, name: str) -> Hop:
+        proxy = self._named[name]  # checked when the config loaded
         address = parse_proxy_url(proxy.url)
         password = address.password
         if proxy.password_env is not None:
