@@ -420,10 +420,11 @@ class _Builder:
             if entry.name is None:
                 continue
             first = taken.get(entry.name)
+            if not entry.proxy and entry.name not in by_name:
+                # Kept even when a proxy took the name first: one mistake, reported once.
+                by_name[entry.name] = entry
             if first is None:
                 taken[entry.name] = entry
-                if not entry.proxy:
-                    by_name[entry.name] = entry
                 continue
             first_line = self._lines.line_of((*first.where.loc, "name"))
             where = f" (first defined on line {first_line})" if first_line is not None else ""
