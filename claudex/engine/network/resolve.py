@@ -135,7 +135,7 @@ class _Resolver:
             written = value.split("://", 1)[0].lower() if "://" in value else "http"
             scheme = written if written.isascii() and written.isalnum() else "unknown"
             hop = Hop(name, f"{scheme}://{variable}", scheme)
-            problem = f"{variable} {error}"
+            problem = f"{variable}: {error}"
             return self._add(hop, ProxySpec(hop, self._config.breaker, self._config.retry,
                                             True, (), problem))
         return self._add(_hop(name, address, address.password), None)

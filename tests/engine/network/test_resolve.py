@@ -123,7 +123,7 @@ def test_an_environment_proxy_claudex_cannot_use_is_out_never_bypassed() -> None
     (hop,) = found.route("a").hops
     assert hop.name == "env" and hop.scheme == "socks4"
     problem = found.proxies["env"].problem
-    assert problem is not None and problem.startswith("HTTPS_PROXY scheme socks4 is not supported")
+    assert problem is not None and problem.startswith("HTTPS_PROXY: scheme socks4 is not supported")
 
 
 def test_tls_contexts_are_made_once_per_choice_and_only_for_https(tmp_path: Path) -> None:
