@@ -9,7 +9,7 @@ locates it. No message ever quotes a proxy URL or a password: a URL may hold one
 from __future__ import annotations
 
 import ssl
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -248,11 +248,6 @@ def proxy_problems(values: Mapping[str, Any], env: Mapping[str, str]) -> list[Ne
         problems.append(NetProblem("password_env", f"environment variable {variable} is not "
                                    "set: the proxy is asked without a password", warning=True))
     return problems
-
-
-def names_used(route: Collection[str]) -> list[str]:
-    """The `[[upstream_proxies]]` names a route lists (not "env", "direct" or URLs)."""
-    return [entry for entry in route if entry not in SPECIAL_ROUTES and not is_url(entry)]
 
 
 def environment_problems(env: Mapping[str, str]) -> list[str]:
