@@ -41,6 +41,8 @@ class ProxySpecLike(Protocol):
     def enabled(self) -> bool: ...
     @property
     def profiles(self) -> tuple[str, ...]: ...
+    @property
+    def problem(self) -> str | None: ...  # why it cannot be used at all (a bad env URL)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class DefaultSpec:
     retry: RetrySettings = field(default_factory=RetrySettings)
     enabled: bool = True
     profiles: tuple[str, ...] = ()
+    problem: str | None = None
 
 
 @dataclass
@@ -125,6 +128,8 @@ class ProxyBoard:
         rt = self._proxies.get(name)
         if rt is None:
             return None  # not on the board (a route resolved without it): never blocked here
+        if rt.spec.problem is not None:
+            return f"unusable ({rt.spec.problem})"
         if not rt.spec.enabled:
             return "disabled"
         if rt.auth_failed is not None:
@@ -252,6 +257,8 @@ class ProxyBoard:
     # -- status ---------------------------------------------------------------------------------
 
     def color(self, rt: ProxyRuntime, now: float) -> tuple[Color, str]:
+        if rt.spec.problem is not None:
+            return "red", f"unusable ({rt.spec.problem})"
         if not rt.spec.enabled:
             return "yellow", "disabled"
         state = rt.breaker.state
