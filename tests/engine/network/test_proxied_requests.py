@@ -205,3 +205,18 @@ async def test_trip_and_reset_work_on_a_proxy_name(fakes: Any, proxy_factory: An
         _provider_untouched(proxy)
     finally:
         await corp.close()
+
+
+async def test_metrics_count_tries_through_each_proxy(fakes: Any, proxy_factory: Any) -> None:
+    corp = await ConnectProxy().start()
+    try:
+        proxy = await _pair(fakes, proxy_factory, {"primary": Route((
+            http_hop("dead", closed_port()), http_hop("corp", corp.port)))})
+        assert (await proxy.messages()).status_code == 200
+        text = (await proxy.client.get("/metrics")).text
+        assert 'claudex_upstream_proxy_requests_total{outcome="ok",proxy="corp"} 1.0' in text
+        assert ('claudex_upstream_proxy_requests_total{outcome="refused",proxy="dead"} 1.0'
+                in text)
+        assert 'claudex_upstream_proxy_state{proxy="corp"} 0.0' in text
+    finally:
+        await corp.close()
