@@ -40,6 +40,8 @@ def _provider_untouched(proxy: Proxy, name: str = "primary") -> None:
     snap = rt.breaker.snapshot()
     assert snap.state.value == "closed" and snap.consecutive_failures == 0
     assert rt.stats.failures == 0
+    stats = next(p for p in proxy.engine.snapshot()["profiles"] if p["name"] == name)["stats"]
+    assert sum(stats["minutes"]["errors"]) == 0 and stats["error_rate"] == 0.0, stats
     assert not rt.health.live_failure_since_probe and not rt.health.auth_failing
     assert snap.probes_in_flight == 0
 
