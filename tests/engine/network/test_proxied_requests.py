@@ -163,7 +163,8 @@ async def test_an_intercepting_proxy_is_untrusted_until_its_ca_is_given(
             _provider_untouched(proxy)
             [corp_status] = proxy.engine.snapshot()["upstream_proxies"]
             assert corp_status["health"] == "red"
-            assert corp_status["last_error"].startswith("certificate not trusted: ")
+            assert corp_status["last_error"] == (
+                "certificate not trusted: issuer CN=Zscaler Root CA — set ca_bundle")
             trusting = ssl.create_default_context(cafile=str(ca))
             proxy2 = await _pair(fakes, proxy_factory, {"primary": Route((hop,), trusting)},
                                  base_url=f"https://127.0.0.1:{port}")
