@@ -40,6 +40,7 @@ from claudex.engine.breaker.trips import (
     trips_in_journal,
 )
 from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.clouds.credentials import GoogleCredentials
 from claudex.engine.clouds.make import (
     cloud_credentials,
     credentials_profile,
@@ -66,7 +67,7 @@ from claudex.engine.health.spent_windows import CredentialWatch, end_spent, oper
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.masking.secrets import SCRUBBER, config_secrets
-from claudex.engine.network.httpx_client import RouteClients
+from claudex.engine.network.httpx_client import RouteClients, sync_client_for
 from claudex.engine.network.proxy_state import ProxyBoard, ProxySpecLike
 from claudex.engine.network.resolve import resolve_network as default_resolve_network
 from claudex.engine.network.routes import DIRECT, Route
@@ -269,6 +270,8 @@ class Engine:
             if isinstance(rt.credentials, Credentials):  # its token grants take the route
                 rt.credentials.http_for = (None if route.plain else
                                            functools.partial(self.control_http, rt))
+            elif isinstance(rt.credentials, GoogleCredentials) and not route.plain:
+                rt.credentials.source.use_http(functools.partial(self._sync_http, route))
         self.routes = routes
         # A proxy's password is masked wherever a log line, event or error could quote it.
         SCRUBBER.add(hop.password for route in routes.values() for hop in route.hops)
@@ -284,6 +287,12 @@ class Engine:
             return self.route_clients.get(route)
         hops = self.proxies.eligible(route.hops, self.clock())
         return self.route_clients.get(route, hops[0]) if hops else None
+
+    def _sync_http(self, route: Route) -> httpx.Client:
+        """Vertex's token minting (google-auth, synchronous) through the route's first proxy
+        that is not out (else its first: it fails as the proxy does, never direct)."""
+        hops = self.proxies.eligible(route.hops, self.clock()) or list(route.hops)
+        return sync_client_for(route, hops[0] if hops else None, 30.0)
 
     def _route_json(self, name: str, now: float) -> dict[str, Any]:
         """A profile's route for status: `{"label": "via corp", "proxies": ["corp"],

@@ -32,6 +32,16 @@ def client_for(route: Route, hop: Hop | None = None) -> httpx.AsyncClient:
                              verify=route.ssl or lazy_certs_context(), trust_env=False)
 
 
+def sync_client_for(route: Route, hop: Hop | None, timeout_s: float) -> httpx.Client:
+    """A synchronous client through `hop` (google-auth's token requests: Vertex)."""
+    proxy: httpx.Proxy | None = None
+    if hop is not None:
+        auth = (hop.username, hop.password or "") if hop.username is not None else None
+        proxy = httpx.Proxy(hop.url, auth=auth)
+    return httpx.Client(follow_redirects=False, proxy=proxy, timeout=timeout_s,
+                        verify=route.ssl or True, trust_env=False)
+
+
 class RouteClients:
     """One httpx client per (route, hop), made when first asked, closed with the engine."""
 
