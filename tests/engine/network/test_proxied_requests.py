@@ -263,3 +263,27 @@ async def test_an_oauth_refresh_goes_through_the_profiles_proxy(
         assert engine.runtimes["backup"].route is None  # direct: no client of its own
     finally:
         await corp.close()
+
+
+async def test_proxy_credentials_go_on_the_connect_never_into_the_tunnel(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    import ssl
+
+    ca, server_tls = private_ca(tmp_path)
+    corp = await ConnectProxy(auth="Basic YWxpY2U6czNjcmV0").start()  # alice:s3cret
+    f = await fakes(("p", "anthropic"))
+    try:
+        async with tls_front(server_tls, int(f["p"].base_url.rsplit(":", 1)[1])) as port:
+            hop = http_hop("corp", corp.port, "alice", "s3cret")
+            trusting = ssl.create_default_context(cafile=str(ca))
+            proxy = await _pair(fakes, proxy_factory, {"primary": Route((hop,), trusting)},
+                                base_url=f"https://127.0.0.1:{port}")
+            for _ in range(2):  # the second on the pooled tunnel
+                resp = await proxy.messages()
+                assert resp.status_code == 200 and _attempts(resp) == "primary:200"
+            assert corp.connects >= 1 and set(corp.seen_auth) == {"Basic YWxpY2U6czNjcmV0"}
+            seen = f["p"].requests
+            assert len(seen) == 2
+            assert all("proxy-authorization" not in r.headers for r in seen)
+    finally:
+        await corp.close()
