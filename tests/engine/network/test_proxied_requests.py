@@ -287,3 +287,23 @@ async def test_proxy_credentials_go_on_the_connect_never_into_the_tunnel(
             assert all("proxy-authorization" not in r.headers for r in seen)
     finally:
         await corp.close()
+
+
+async def test_an_https_proxy_is_reached_over_tls_with_the_routes_certificates(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    import ssl
+
+    ca, server_tls = private_ca(tmp_path)
+    corp = await ConnectProxy().start()
+    f = await fakes(("p", "anthropic"))
+    try:
+        async with tls_front(server_tls, corp.port) as proxy_port, \
+                tls_front(server_tls, int(f["p"].base_url.rsplit(":", 1)[1])) as port:
+            hop = Hop("corp", f"https://127.0.0.1:{proxy_port}", "https")
+            trusting = ssl.create_default_context(cafile=str(ca))
+            proxy = await _pair(fakes, proxy_factory, {"primary": Route((hop,), trusting)},
+                                base_url=f"https://127.0.0.1:{port}")
+            resp = await proxy.messages()
+            assert _attempts(resp) == "primary:200" and corp.connects == 1
+    finally:
+        await corp.close()
