@@ -7,6 +7,11 @@ routing, breaker, retry, logging or statistics: whatever claudex costs above thi
 its features (or waste).
 
     python -m bench.reference_proxy --port 8100 --upstream http://127.0.0.1:8200 [--model M]
+        [--proxy http://127.0.0.1:8888]
+
+`--proxy`: every request goes through that HTTP proxy (aiohttp's own `proxy=`), the least a
+forwarder behind a corporate proxy can do, beside which claudex behind the same proxy is judged
+(bench/network_cost.py).
 
 Requests keep their path: POST /v1/messages goes to {upstream}/v1/messages.
 """
@@ -34,9 +39,10 @@ _PASS = frozenset({b"content-type", b"request-id", b"x-request-id"})
 
 
 class ReferenceForwarder:
-    def __init__(self, upstream: str, model: str | None) -> None:
+    def __init__(self, upstream: str, model: str | None, proxy: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.model = model
+        self.proxy = proxy
         self.session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -85,7 +91,7 @@ class ReferenceForwarder:
                 headers["anthropic-version"] = value.decode()
         assert self.session is not None
         url = self.upstream + scope["path"]
-        async with self.session.post(url, data=payload, headers=headers) as resp:
+        async with self.session.post(url, data=payload, headers=headers, proxy=self.proxy) as resp:
             out = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() in _PASS]
             if stream:
                 await send({"type": "http.response.start", "status": resp.status, "headers": out})
@@ -106,9 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="upstream root, e.g. http://127.0.0.1:8200")
     parser.add_argument("--model", default="claude-sonnet-4-5",
                         help='model set on every request; "": forward the body unparsed')
+    parser.add_argument("--proxy", default=None, help="an HTTP proxy every request goes through")
     args = parser.parse_args(argv)
     uvicorn.run(
-        ReferenceForwarder(args.upstream, args.model or None),
+        ReferenceForwarder(args.upstream, args.model or None, args.proxy),
         host=args.host,
         port=args.port,
         loop="uvloop",
