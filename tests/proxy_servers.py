@@ -18,9 +18,18 @@ import os
 import shutil
 import signal
 import socket
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
+import pytest
+
+from claudex.demo.fake_provider import FakeProvider
+from claudex.demo.fake_proxy import FakeProxy
+from claudex.demo.pki import Authority, CertFiles, new_authority
+from claudex.demo.tls_front import TlsFront
 from claudex.demo.world import free_port
 
 MITMPROXY_VERSION: Final = "11.0.2"
@@ -236,3 +245,132 @@ class MitmDump(RealProxy):
         await super().start()
         if not self.ca_cert.exists():
             raise AssertionError(f"mitmdump listens but wrote no CA at {self.ca_cert}")
+
+
+# ---------------------------------------------------------------- pytest fixtures
+# Registered by tests/network/conftest.py (which imports them); each starts its server on a free
+# port of 127.0.0.1 and kills it after the test.
+
+PROXY_USER: Final = "alice"
+PROXY_PASSWORD: Final = "proxy-pass-not-a-secret-1"
+SOCKS_USER: Final = "bob"
+SOCKS_PASSWORD: Final = "socks-pass-not-a-secret-2"
+
+_PROXY_VARIABLES: Final = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
+    "all_proxy", "NO_PROXY", "no_proxy")
+
+
+@dataclass(frozen=True)
+class WorldPki:
+    """A private CA with a server certificate (127.0.0.1, localhost, ::1, provider.corp.test)
+    and a client certificate; `stranger` is another CA with its own client certificate."""
+
+    ca: Authority
+    server: CertFiles
+    client: CertFiles
+    stranger: Authority
+    stranger_client: CertFiles
+
+    def client_context(self, *, cert: CertFiles | None = None) -> ssl.SSLContext:
+        """A client context trusting only the private CA, presenting `cert` when given."""
+        context = ssl.create_default_context(cafile=str(self.ca.cert_path))
+        if cert is not None:
+            context.load_cert_chain(cert.cert, cert.key)
+        return context
+
+
+async def _running(server: RealProxy) -> AsyncIterator[Any]:
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.kill()
+
+
+@pytest.fixture(autouse=True)
+def clean_network_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process without the machine's CA and proxy variables, so in-process clients
+    (aiohttp, httpx, ssl.create_default_context) behave as on a machine without them
+    (autouse wherever these fixtures are imported)."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> WorldPki:
+    ca = new_authority(tmp_path / "pki", "claudex Test Root CA")
+    stranger = new_authority(tmp_path / "pki-stranger", "Stranger Root CA")
+    return WorldPki(
+        ca=ca,
+        server=ca.issue_server(tmp_path / "pki", "provider",
+                               hosts=("127.0.0.1", "localhost", "::1", "provider.corp.test")),
+        client=ca.issue_client(tmp_path / "pki", "claudex-client"),
+        stranger=stranger,
+        stranger_client=stranger.issue_client(tmp_path / "pki-stranger", "stranger-client"))
+
+
+@pytest.fixture
+async def tinyproxy(tmp_path: Path) -> AsyncIterator[TinyProxy]:
+    """tinyproxy with Basic auth PROXY_USER / PROXY_PASSWORD."""
+    async for server in _running(TinyProxy(tmp_path / "tinyproxy", username=PROXY_USER,
+                                           password=PROXY_PASSWORD)):
+        yield server
+
+
+@pytest.fixture
+async def microsocks(tmp_path: Path) -> AsyncIterator[MicroSocks]:
+    """microsocks without authentication."""
+    async for server in _running(MicroSocks(tmp_path / "microsocks")):
+        yield server
+
+
+@pytest.fixture
+async def microsocks_auth(tmp_path: Path) -> AsyncIterator[MicroSocks]:
+    """microsocks with SOCKS_USER / SOCKS_PASSWORD (-u/-P)."""
+    async for server in _running(MicroSocks(tmp_path / "microsocks-auth", username=SOCKS_USER,
+                                            password=SOCKS_PASSWORD)):
+        yield server
+
+
+@pytest.fixture
+async def mitmdump(tmp_path: Path, pki: WorldPki) -> AsyncIterator[MitmDump]:
+    """mitmdump trusting the test PKI's CA upstream (so it intercepts the TLS fronts)."""
+    async for server in _running(MitmDump(tmp_path / "mitmdump", upstream_ca=pki.ca.cert_path)):
+        yield server
+
+
+@pytest.fixture
+async def fake_proxy() -> AsyncIterator[Callable[..., Awaitable[FakeProxy]]]:
+    """`await fake_proxy(username=..., password=...)` -> a started FakeProxy, closed after."""
+    started: list[FakeProxy] = []
+
+    async def make(**kwargs: Any) -> FakeProxy:
+        proxy = FakeProxy(**kwargs)
+        await proxy.start()
+        started.append(proxy)
+        return proxy
+
+    yield make
+    for proxy in started:
+        await proxy.close()
+
+
+@pytest.fixture
+async def tls_front(pki: WorldPki) -> AsyncIterator[Callable[..., Awaitable[TlsFront]]]:
+    """`await tls_front(fake, client_cert=False)` -> a started TlsFront (the test PKI's server
+    certificate) in front of `fake`; with client_cert=True it requires one signed by pki.ca."""
+    started: list[TlsFront] = []
+
+    async def make(fake: FakeProvider, *, client_cert: bool = False,
+                   url_host: str | None = None) -> TlsFront:
+        front = TlsFront(fake.base_url, pki.server,
+                         client_ca=pki.ca.cert_path if client_cert else None, url_host=url_host)
+        await front.start()
+        started.append(front)
+        return front
+
+    yield make
+    for front in started:
+        await front.close()

@@ -40,6 +40,7 @@ PROXY_MODES: Final[tuple[str, ...]] = get_args(ProxyMode)
 _HEAD_LIMIT: Final = 64 * 1024
 _CHUNK: Final = 65536
 _REBIND_PATIENCE_S: Final = 5.0
+_CLOSE_S: Final = 2.0
 _REASONS: Final = {200: "Connection established", 400: "Bad Request", 403: "Forbidden",
                    407: "Proxy Authentication Required", 429: "Too Many Requests",
                    502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout"}
@@ -160,11 +161,13 @@ class FakeProxy:
         if server is not None:
             server.close()
         self._drop_connections()
-        for task in list(self._handlers):
-            task.cancel()
-        for task in list(self._handlers):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        self._mode_changed.set()  # hung requests end
+        # Handlers end by their connections closing, not by cancellation (asyncio's stream
+        # protocol reports a cancelled handler as an error).
+        if self._handlers:
+            _, late = await asyncio.wait(list(self._handlers), timeout=_CLOSE_S)
+            for task in late:
+                task.cancel()
         if server is not None:
             await server.wait_closed()
 
@@ -259,6 +262,7 @@ class FakeProxy:
             self._writers.discard(writer)
             for side in (writer, upstream):
                 if side is not None:
+                    self._writers.discard(side)
                     side.close()
 
     async def _serve(self, reader: asyncio.StreamReader,
@@ -326,6 +330,7 @@ class FakeProxy:
         except OSError:
             writer.write(_answer(502))  # as a real proxy answers for a host it cannot reach
             return None
+        self._writers.add(up_writer)
         writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
         await writer.drain()
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
@@ -343,6 +348,7 @@ class FakeProxy:
         except OSError:
             writer.write(_answer(502))
             return None
+        self._writers.add(up_writer)
         # One request per connection: the upstream is told to close after its answer and the
         # client is told the same, so no answer needs parsing beyond its head.
         kept = [line for line in headers if line.partition(":")[0].strip().lower() not in

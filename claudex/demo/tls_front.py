@@ -10,7 +10,6 @@ signed by `client_ca`; a handshake without one fails before any byte reaches the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ssl
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +22,7 @@ __all__ = ["TlsFront"]
 
 _CHUNK: Final = 65536
 _HANDSHAKE_S: Final = 10.0
+_CLOSE_S: Final = 2.0
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -64,6 +64,7 @@ class TlsFront:
         self._server: asyncio.Server | None = None
         self._relays: set[asyncio.Task[None]] = set()
         self._handshakes: set[asyncio.Task[None]] = set()
+        self._transports: set[asyncio.Transport] = set()
 
     @property
     def port(self) -> int:
@@ -90,11 +91,17 @@ class TlsFront:
         if server is None:
             return
         server.close()
-        for task in list(self._relays | self._handshakes):
+        for task in list(self._handshakes):
             task.cancel()
-        for task in list(self._relays | self._handshakes):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        # Relays end by their connections closing, not by cancellation (asyncio's stream
+        # protocol reports a cancelled handler as an error).
+        for transport in list(self._transports):
+            transport.abort()
+        pending = self._relays | self._handshakes
+        if pending:
+            _, late = await asyncio.wait(pending, timeout=_CLOSE_S)
+            for task in late:
+                task.cancel()
         await server.wait_closed()
 
     async def __aenter__(self) -> Self:
@@ -137,10 +144,12 @@ class TlsFront:
         assert task is not None
         self._relays.add(task)
         upstream_writer: asyncio.StreamWriter | None = None
+        self._transports.add(client_writer.transport)  # type: ignore[arg-type]
         try:
             assert self._target.hostname is not None
             upstream_reader, upstream_writer = await asyncio.open_connection(
                 self._target.hostname, self._target.port)
+            self._transports.add(upstream_writer.transport)  # type: ignore[arg-type]
             await asyncio.gather(_pipe(client_reader, upstream_writer),
                                  _pipe(upstream_reader, client_writer))
         except OSError:
@@ -149,6 +158,7 @@ class TlsFront:
             self._relays.discard(task)
             for writer in (client_writer, upstream_writer):
                 if writer is not None:
+                    self._transports.discard(writer.transport)
                     writer.close()
 
 
