@@ -72,11 +72,13 @@ async def world(fakes: Fakes, tls_front: Fronts, pki: WorldPki,
 
 
 def corp(url: str, *, extra: str = "") -> str:
+    """The proxy "corp"; its password from PASSWORD_ENV when the URL names a user."""
+    password = f'password_env = "{PASSWORD_ENV}"' if "@" in url else ""
     return f"""
 [[upstream_proxies]]
 name = "corp"
 url = "{url}"
-password_env = "{PASSWORD_ENV}"
+{password}
 {extra}
 """
 
@@ -95,3 +97,278 @@ async def test_tinyproxy_route_serves(world: World, tinyproxy: TinyProxy) -> Non
     assert proxy["url"] == f"http://{PROXY_USER}:****@127.0.0.1:{tinyproxy.port}"
     assert proxy["requests"] == 1 and proxy["failures"] == 0 and proxy["health"] == "green"
 
+
+
+def attempts(response: Any) -> str:
+    return str(response.headers["x-claudex-attempts"])
+
+
+async def failed_over(serve: NetServe, outcome: str) -> dict[str, Any]:
+    """One request: "claude" failed at its proxy with `outcome`, the backup served it; the
+    provider is untouched. The proxy's status row."""
+    response = await serve.ask()
+    assert response.status_code == 200, response.text
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert attempts(response) == f"claude:{outcome},claude-backup:200"
+    await serve.assert_provider_untouched()
+    proxy = await serve.proxy("corp")
+    assert proxy["failures"] >= 1 and proxy["last_error"], proxy
+    return proxy
+
+
+async def events(serve: NetServe) -> list[str]:
+    history = (await serve.client.get("/_claudex/history")).json()
+    return [event["message"] for event in history["events"]]
+
+
+# ---------------------------------------------------------------- refused, unresolvable, timeout
+
+async def test_refused_tinyproxy_killed_then_back(world: World, tinyproxy: TinyProxy) -> None:
+    serve = await world.serve(world.config(corp(tinyproxy.url_with(PROXY_USER, None))),
+                              password=PROXY_PASSWORD)
+    await tinyproxy.kill()
+    proxy = await failed_over(serve, "proxy_refused")
+    assert "refused" in proxy["last_error"]
+    assert world.front.connections == 0  # never a silent bypass: nothing reached it directly
+    profile = await serve.profile("claude")
+    assert "corp" in (profile["route"]["trouble"] or "") or proxy["breaker"]["state"] == "closed"
+    await tinyproxy.start()  # same port: the provider serves again at once
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    await serve.assert_provider_untouched()
+
+
+async def test_refused_fault_proxy_down_then_up(world: World, fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    serve = await world.serve(world.config(corp(proxy.url)))
+    assert (await serve.ask()).headers["x-claudex-provider"] == "claude"
+    proxy.set_mode("down")
+    await failed_over(serve, "proxy_refused")
+    proxy.set_mode("ok")
+    assert (await serve.ask()).headers["x-claudex-provider"] == "claude"
+    assert proxy.connects["ok"] >= 2
+    await serve.assert_provider_untouched()
+
+
+async def test_unresolvable_proxy(world: World) -> None:
+    serve = await world.serve(world.config(corp("http://proxy.invalid:3128")))
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert attempts(response).startswith("claude:proxy_"), attempts(response)
+    await serve.assert_provider_untouched()
+    assert world.front.connections == 0
+
+
+async def test_proxy_that_never_answers_connect_times_out(world: World, fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    proxy.set_mode("hang")
+    serve = await world.serve(world.config(corp(proxy.url)))
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert attempts(response).startswith("claude:proxy_"), attempts(response)
+    await serve.assert_provider_untouched()
+    assert proxy.connects["hang"] >= 1
+
+
+# ---------------------------------------------------------------- 407 / 401
+
+async def test_tinyproxy_wrong_password_401_is_auth_failed(world: World,
+                                                           tinyproxy: TinyProxy) -> None:
+    serve = await world.serve(world.config(corp(tinyproxy.url_with(PROXY_USER, None))),
+                              password="not-the-password")
+    proxy = await failed_over(serve, "proxy_auth_failed")
+    assert proxy["health"] == "red" and proxy["auth_failed"] is True
+    assert "401" in proxy["last_error"]
+    # Red until reset: the next request does not try it again (no retry against a bad password).
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    await serve.assert_provider_untouched()
+    assert "not-the-password" not in str(await serve.status())
+    assert not any("not-the-password" in words for words in await events(serve))
+
+
+async def test_tinyproxy_without_password_407_is_auth_failed(world: World,
+                                                             tinyproxy: TinyProxy) -> None:
+    serve = await world.serve(world.config(f"""
+[[upstream_proxies]]
+name = "corp"
+url = "{tinyproxy.url}"
+"""))
+    proxy = await failed_over(serve, "proxy_auth_failed")
+    assert "407" in proxy["last_error"] and proxy["auth_failed"] is True
+
+
+# ---------------------------------------------------------------- 403 / 502 / 503 / 504
+
+@pytest.mark.parametrize(("mode", "status", "outcome"), [
+    ("forbidden", None, "proxy_rejected"),
+    ("bad_gateway", 502, "proxy_bad_gateway"),
+    ("bad_gateway", 503, "proxy_bad_gateway"),
+    ("bad_gateway", 504, "proxy_bad_gateway"),
+])
+async def test_fault_proxy_refusals(mode: Any, status: int | None, outcome: str, world: World,
+                                    fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    proxy.set_mode(mode, status=status)
+    serve = await world.serve(world.config(corp(proxy.url)))
+    row = await failed_over(serve, outcome)
+    assert str(status or 403) in row["last_error"]
+    assert proxy.connects[mode] == 1  # no retry at the same proxy
+    assert world.claude.request_count == 0
+
+
+# ---------------------------------------------------------------- 429
+
+async def test_fault_proxy_429_backs_off_escalates_then_next(world: World,
+                                                             fake_proxy: Any) -> None:
+    proxy = await fake_proxy(retry_after=0)
+    proxy.set_mode("rate_limited")
+    serve = await world.serve(world.config(corp(
+        proxy.url, extra="max_attempts = 3\ninitial_delay = 0.01\nmax_delay = 0.05")))
+    response = await serve.ask()
+    assert response.status_code == 200
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert "claude:proxy_rate_limited" in attempts(response)
+    assert proxy.connects["rate_limited"] == 3  # max_attempts at that proxy, then the next
+    profile = await serve.assert_provider_untouched()
+    assert profile["stats"]["rate_limited"] == 0 and profile["cooldown_s"] == 0
+    row = await serve.proxy("corp")
+    assert row["rate_limited"] >= 1
+    said = await events(serve)
+    assert any(words.startswith("Repeated rate-limit errors from the upstream proxy corp "
+                                f"(127.0.0.1:{proxy.port})") for words in said), said
+
+
+# ---------------------------------------------------------------- certificates
+
+async def test_mitmproxy_untrusted_certificate(world: World, mitmdump: Any) -> None:
+    serve = await world.serve(world.config(corp(mitmdump.url)))  # trusts only the test CA
+    proxy = await failed_over(serve, "certificate_untrusted")
+    assert proxy["health"] == "red"
+    assert proxy["last_error"].startswith("certificate not trusted: ")
+    assert proxy["last_error"].endswith(" — set ca_bundle")
+    assert world.claude.request_count == 0
+    # No retry: one certificate refusal, then the backup.
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    await serve.assert_provider_untouched()
+
+
+@pytest.mark.xfail(strict=True, reason="the words say OpenSSL's reason ('unable to get local "
+                   "issuer certificate'), not the issuer's name the issue asks for; OpenSSL's "
+                   "error carries no issuer (Python 3.11 has no get_unverified_chain)")
+async def test_mitmproxy_untrusted_certificate_names_the_issuer(world: World,
+                                                                mitmdump: Any) -> None:
+    serve = await world.serve(world.config(corp(mitmdump.url)))
+    proxy = await failed_over(serve, "certificate_untrusted")
+    assert "certificate not trusted: issuer CN=mitmproxy" in proxy["last_error"]
+
+
+async def test_mitmproxy_trusted_with_its_ca_as_ca_bundle(world: World, mitmdump: Any) -> None:
+    text = world.config(corp(mitmdump.url)).replace(
+        toml_str(world.pki.ca.cert_path), toml_str(mitmdump.ca_cert))
+    serve = await world.serve(text)
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    assert world.claude.request_count == 1
+    await serve.assert_provider_untouched()
+
+
+# ---------------------------------------------------------------- socks5
+
+async def test_socks5_through_microsocks(world: World, microsocks: Any) -> None:
+    serve = await world.serve(world.config(corp(microsocks.url)))
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    await microsocks.kill()
+    await failed_over(serve, "proxy_refused")
+
+
+async def test_socks5h_with_a_user_resolves_at_the_proxy(world: World, microsocks_auth: Any,
+                                                         tls_front: Fronts) -> None:
+    named = await tls_front(world.claude, url_host="localhost")
+    url = microsocks_auth.url_with(microsocks_auth.username, None, "socks5h")
+    serve = await world.serve(world.config(corp(url), claude_url=named.base_url),
+                              password=microsocks_auth.password)
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    assert "connected to localhost:" in microsocks_auth.log()  # the name went to the proxy
+
+
+async def test_socks5_wrong_password_is_auth_failed(world: World, microsocks_auth: Any) -> None:
+    url = microsocks_auth.url_with(microsocks_auth.username, None)
+    serve = await world.serve(world.config(corp(url)), password="wrong")
+    await failed_over(serve, "proxy_auth_failed")
+
+
+# ---------------------------------------------------------------- mTLS
+
+async def test_client_certificate_direct_and_through_a_proxy(
+        world: World, tls_front: Fronts, tinyproxy: TinyProxy) -> None:
+    front = await tls_front(world.claude, client_cert=True)
+    pki = world.pki
+    key = pki.ca.issue_client(world.tmp / "locked", "locked", key_password="key-pass-4")
+    cert_keys = (f"client_cert = {toml_str(key.cert)}\nclient_key = {toml_str(key.key)}\n"
+                 'client_key_password_env = "CLIENT_KEY_PASSWORD"')
+    serve = await world.serve(
+        world.config(corp(tinyproxy.url_with(PROXY_USER, None)), claude_extra=cert_keys,
+                     claude_url=front.base_url),
+        password=PROXY_PASSWORD, env={"CLIENT_KEY_PASSWORD": "key-pass-4"})
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    assert front.connections == 1 and front.handshakes_failed == 0
+    direct = await world.serve(world.config("", route='"direct"', claude_url=front.base_url,
+                                            claude_extra=cert_keys),
+                               env={"CLIENT_KEY_PASSWORD": "key-pass-4"})
+    response = await direct.ask()
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    await direct.assert_provider_untouched()
+
+
+# ---------------------------------------------------------------- two proxies, and none left
+
+async def test_next_proxy_of_the_route(world: World, fake_proxy: Any,
+                                       tinyproxy: TinyProxy) -> None:
+    down = await fake_proxy()
+    down.set_mode("down")
+    serve = await world.serve(world.config(
+        corp(down.url) + f"""
+[[upstream_proxies]]
+name = "corp-2"
+url = "{tinyproxy.url_with(PROXY_USER, None)}"
+password_env = "{PASSWORD_ENV}"
+""", route='["corp", "corp-2"]'), password=PROXY_PASSWORD)
+    response = await serve.ask()
+    assert response.status_code == 200
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    assert world.claude.request_count == 1
+    await serve.assert_provider_untouched()
+    assert (await serve.proxy("corp"))["failures"] == 1
+    assert (await serve.proxy("corp-2"))["failures"] == 0
+
+
+async def test_every_provider_behind_one_dead_proxy_names_it(world: World,
+                                                             fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    proxy.set_mode("down")
+    text = world.config(corp(proxy.url)).replace('upstream_proxy = "direct"',
+                                                 'upstream_proxy = "corp"')
+    serve = await world.serve(text)
+    response = await serve.ask()
+    assert response.status_code >= 500
+    assert "corp" in response.text, response.text
+    await serve.assert_provider_untouched("claude")
+    await serve.assert_provider_untouched("claude-backup")
+    assert world.claude.request_count == world.backup.request_count == 0
+
+
+@pytest.mark.xfail(strict=True, reason="a proxy's failure is still counted in the provider's "
+                   "per-minute error series (status stats.minutes.errors / error_rate)")
+async def test_proxy_failure_not_in_the_providers_error_rate(world: World,
+                                                             fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    proxy.set_mode("forbidden")
+    serve = await world.serve(world.config(corp(proxy.url)))
+    await failed_over(serve, "proxy_rejected")
+    stats = (await serve.profile("claude"))["stats"]
+    assert stats["error_rate"] == 0.0 and sum(stats["minutes"]["errors"]) == 0, stats
