@@ -130,12 +130,44 @@ async def test_refused_tinyproxy_killed_then_back(world: World, tinyproxy: TinyP
     proxy = await failed_over(serve, "proxy_refused")
     assert "refused" in proxy["last_error"]
     assert world.front.connections == 0  # never a silent bypass: nothing reached it directly
-    profile = await serve.profile("claude")
-    assert "corp" in (profile["route"]["trouble"] or "") or proxy["breaker"]["state"] == "closed"
+    assert proxy["breaker"]["consecutive_failures"] == 1
     await tinyproxy.start()  # same port: the provider serves again at once
     response = await serve.ask()
     assert response.headers["x-claudex-provider"] == "claude", attempts(response)
     await serve.assert_provider_untouched()
+
+
+async def test_open_proxy_breaker_skips_the_provider_with_the_reason(
+        world: World, fake_proxy: Any) -> None:
+    proxy = await fake_proxy()
+    serve = await world.serve(world.config(corp(proxy.url, extra="failure_threshold = 1")))
+    proxy.set_mode("down")
+    await failed_over(serve, "proxy_refused")
+    row = await serve.proxy("corp")
+    assert row["breaker"]["state"] == "open" and row["health"] == "red"
+    profile = await serve.assert_provider_untouched()
+    assert profile["route"]["trouble"] == "proxy corp open (connection refused)"
+    proxy.set_mode("ok")  # back, but its breaker is open until its recovery time
+    response = await serve.ask()
+    assert attempts(response) == "claude:no_route,claude-backup:200"
+    assert proxy.connects["ok"] == 0
+    await serve.assert_provider_untouched()
+
+
+async def test_provider_down_behind_the_proxy_is_charged_to_the_proxy(
+        world: World, tinyproxy: TinyProxy, microsocks: Any) -> None:
+    """The table as written: a CONNECT the proxy cannot complete is the proxy's (tinyproxy
+    answers 500 "Unable to connect", a SOCKS5 server reply 5)."""
+    await world.front.close()
+    serve = await world.serve(world.config(corp(tinyproxy.url_with(PROXY_USER, None))),
+                              password=PROXY_PASSWORD)
+    row = await failed_over(serve, "proxy_bad_gateway")
+    assert "500" in row["last_error"]
+    socks = await world.serve(world.config(corp(microsocks.url)))
+    response = await socks.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert attempts(response).startswith("claude:proxy_"), attempts(response)
+    await socks.assert_provider_untouched()
 
 
 async def test_refused_fault_proxy_down_then_up(world: World, fake_proxy: Any) -> None:
@@ -152,10 +184,8 @@ async def test_refused_fault_proxy_down_then_up(world: World, fake_proxy: Any) -
 
 async def test_unresolvable_proxy(world: World) -> None:
     serve = await world.serve(world.config(corp("http://proxy.invalid:3128")))
-    response = await serve.ask()
-    assert response.headers["x-claudex-provider"] == "claude-backup"
-    assert attempts(response).startswith("claude:proxy_"), attempts(response)
-    await serve.assert_provider_untouched()
+    row = await failed_over(serve, "proxy_refused")
+    assert "does not resolve" in row["last_error"]
     assert world.front.connections == 0
 
 
@@ -163,11 +193,9 @@ async def test_proxy_that_never_answers_connect_times_out(world: World, fake_pro
     proxy = await fake_proxy()
     proxy.set_mode("hang")
     serve = await world.serve(world.config(corp(proxy.url)))
-    response = await serve.ask()
-    assert response.headers["x-claudex-provider"] == "claude-backup"
-    assert attempts(response).startswith("claude:proxy_"), attempts(response)
-    await serve.assert_provider_untouched()
-    assert proxy.connects["hang"] >= 1
+    row = await failed_over(serve, "proxy_refused")
+    assert row["last_error"] == "connect timeout"
+    assert proxy.connects["hang"] == 1
 
 
 # ---------------------------------------------------------------- 407 / 401
