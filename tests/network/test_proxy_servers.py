@@ -439,3 +439,17 @@ def test_fake_proxy_refuses_bad_settings() -> None:
         proxy.set_mode("bad_gateway", status=500)
     with pytest.raises(ValueError, match="mode must be one of"):
         proxy.set_mode("sideways")  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- a missing server fails, loudly
+
+def test_a_missing_proxy_binary_fails_with_the_install_hint(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing installed
+    with pytest.raises(AssertionError, match=r"apt-get install -y tinyproxy \(make test"):
+        TinyProxy(tmp_path)
+    with pytest.raises(AssertionError, match="apt-get install -y microsocks"):
+        MicroSocks(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    with pytest.raises(AssertionError, match=r"run tests/tools/install_mitmproxy\.sh"):
+        MitmDump(tmp_path)
