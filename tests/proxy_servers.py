@@ -7,6 +7,18 @@ They are part of the test setup: `make test` and `.ci/run` install tinyproxy and
 apt (like redis-server) and mitmproxy with tests/tools/install_mitmproxy.sh (a venv in the user
 cache). When one is missing the tests fail with that instruction rather than being skipped.
 
+Fixtures (import them into a conftest.py, as tests/network/conftest.py does):
+    tinyproxy         TinyProxy with Basic auth PROXY_USER / PROXY_PASSWORD
+    microsocks        MicroSocks without auth;  microsocks_auth: SOCKS_USER / SOCKS_PASSWORD
+    mitmdump          MitmDump trusting `pki.ca` upstream; `.ca_cert` is its own CA (PEM)
+    fake_proxy        `await fake_proxy(username=..., password=..., retry_after=...)` -> FakeProxy
+    pki               WorldPki: a CA, a server cert (127.0.0.1, localhost, ::1,
+                      provider.corp.test), a client cert, and a stranger CA with its client cert
+    tls_front         `await tls_front(fake, client_cert=False, url_host=None)` -> TlsFront
+    clean_network_env autouse: no SSL_CERT_FILE, NODE_EXTRA_CA_CERTS or proxy variables here
+Each real proxy has `.url` (no credentials), `.url_with(user, password, scheme=None)`,
+`.auth_url`, `.port`, `.log()`, and `start()` / `stop()` / `kill()` / `restart()` (same port).
+
 Every child gets an explicit environment (PATH, a scratch HOME, nothing else): this machine's
 SSL_CERT_FILE, NODE_EXTRA_CA_CERTS and proxy variables must not change what a proxy does.
 """

@@ -37,7 +37,6 @@ __all__ = ["FakeProxy", "ProxyMode"]
 ProxyMode = Literal["ok", "down", "rate_limited", "forbidden", "bad_gateway", "hang"]
 PROXY_MODES: Final[tuple[str, ...]] = get_args(ProxyMode)
 
-_HEAD_LIMIT: Final = 64 * 1024
 _CHUNK: Final = 65536
 _REBIND_PATIENCE_S: Final = 5.0
 _CLOSE_S: Final = 2.0
@@ -249,9 +248,8 @@ class FakeProxy:
         assert task is not None
         self._handlers.add(task)
         self._writers.add(writer)
-        upstream: asyncio.StreamWriter | None = None
         try:
-            upstream = await self._serve(reader, writer)
+            await self._serve(reader, writer)
         except (_BadRequest, asyncio.LimitOverrunError, asyncio.IncompleteReadError):
             with contextlib.suppress(ConnectionError, RuntimeError):
                 writer.write(_answer(400))
@@ -260,16 +258,11 @@ class FakeProxy:
         finally:
             self._handlers.discard(task)
             self._writers.discard(writer)
-            for side in (writer, upstream):
-                if side is not None:
-                    self._writers.discard(side)
-                    side.close()
+            writer.close()
 
-    async def _serve(self, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> asyncio.StreamWriter | None:
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A head longer than the reader's limit (64 KiB) raises LimitOverrunError: a 400.
         head = await reader.readuntil(b"\r\n\r\n")
-        if len(head) > _HEAD_LIMIT:
-            raise _BadRequest("head too long")
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         try:
             method, target, version = request_line.split(" ")
@@ -281,15 +274,31 @@ class FakeProxy:
         if not self._authorized(headers):
             counter["unauthorized"] += 1
             writer.write(_answer(407, {"Proxy-Authenticate": 'Basic realm="claudex-fake-proxy"'}))
-            return None
+            return
         mode = self.mode
         counter[mode] += 1
         if mode != "ok":
             await self._misbehave(mode, writer)
+        elif connect:
+            await self._tunnel(target, reader, writer)
+        else:
+            await self._forward(method, target, version, headers, reader, writer)
+
+    async def _upstream(self, host: str, port: int, writer: asyncio.StreamWriter
+                        ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        """A connection to the target, dropped with the others when the proxy goes down;
+        None (and a 502 to the client, as a real proxy answers) when it cannot be reached."""
+        try:
+            up_reader, up_writer = await asyncio.open_connection(host, port)
+        except OSError:
+            writer.write(_answer(502))
             return None
-        if connect:
-            return await self._tunnel(target, reader, writer)
-        return await self._forward(method, target, version, headers, reader, writer)
+        self._writers.add(up_writer)
+        return up_reader, up_writer
+
+    def _done_with(self, up_writer: asyncio.StreamWriter) -> None:
+        self._writers.discard(up_writer)
+        up_writer.close()
 
     def _authorized(self, headers: list[str]) -> bool:
         if self._expected_auth is None:
@@ -323,32 +332,29 @@ class FakeProxy:
         await writer.drain()
 
     async def _tunnel(self, target: str, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> asyncio.StreamWriter | None:
+                      writer: asyncio.StreamWriter) -> None:
         host, port = _host_port(target, 443)
+        upstream = await self._upstream(host, port, writer)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
         try:
-            up_reader, up_writer = await asyncio.open_connection(host, port)
-        except OSError:
-            writer.write(_answer(502))  # as a real proxy answers for a host it cannot reach
-            return None
-        self._writers.add(up_writer)
-        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        await writer.drain()
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
-        return up_writer
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            await writer.drain()
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            self._done_with(up_writer)
 
     async def _forward(self, method: str, target: str, version: str, headers: list[str],
-                       reader: asyncio.StreamReader,
-                       writer: asyncio.StreamWriter) -> asyncio.StreamWriter | None:
+                       reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         url = urlsplit(target)
         if url.scheme != "http" or not url.netloc:
             raise _BadRequest(target)  # origin-form or https: not a forward-proxy request
         host, port = _host_port(url.netloc, 80)
-        try:
-            up_reader, up_writer = await asyncio.open_connection(host, port)
-        except OSError:
-            writer.write(_answer(502))
-            return None
-        self._writers.add(up_writer)
+        upstream = await self._upstream(host, port, writer)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
         # One request per connection: the upstream is told to close after its answer and the
         # client is told the same, so no answer needs parsing beyond its head.
         kept = [line for line in headers if line.partition(":")[0].strip().lower() not in
@@ -374,4 +380,4 @@ class FakeProxy:
             sending.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sending
-        return up_writer
+            self._done_with(up_writer)

@@ -132,6 +132,9 @@ class TlsFront:
             self.handshakes_failed += 1
             transport.abort()
             return
+        except asyncio.CancelledError:  # closing mid-handshake
+            transport.abort()
+            raise
         if tls is None:  # the client went away during the handshake
             transport.abort()
             return
