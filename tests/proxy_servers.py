@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import socket
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -226,8 +227,12 @@ class MitmDump(RealProxy):
     name = "mitmdump"
 
     def __init__(self, workdir: Path, *, upstream_ca: Path | None = None,
-                 username: str | None = None, password: str | None = None) -> None:
+                 username: str | None = None, password: str | None = None,
+                 names_at_proxy: Iterable[str] = ()) -> None:
         super().__init__(workdir)
+        self.names_at_proxy = tuple(names_at_proxy)
+        """Host names only this proxy can reach (it sends them to 127.0.0.1; nothing else on
+        the machine resolves them): a provider reachable only through the company's proxy."""
         binary = mitmproxy_venv() / "bin" / "mitmdump"
         if not binary.exists():
             raise AssertionError(
@@ -251,6 +256,11 @@ class MitmDump(RealProxy):
             command += ["--set", f"ssl_verify_upstream_trusted_ca={self.upstream_ca}"]
         if self.username is not None:
             command += ["--proxyauth", f"{self.username}:{self.password}"]
+        if self.names_at_proxy:
+            # Lazy: connect upstream only once the request (and its rewritten host) is known.
+            command += ["--set", "connection_strategy=lazy"]
+            for name in self.names_at_proxy:
+                command += ["--map-remote", f"|://{re.escape(name)}:|://127.0.0.1:"]
         return command
 
     async def start(self) -> None:

@@ -14,7 +14,7 @@ import pytest
 from claudex.demo.fake_provider import FakeProvider
 from claudex.demo.tls_front import TlsFront
 from tests.network.net_serve import PASSWORD_ENV, NetServe, toml_str
-from tests.proxy_servers import PROXY_PASSWORD, PROXY_USER, TinyProxy, WorldPki
+from tests.proxy_servers import PROXY_PASSWORD, PROXY_USER, MitmDump, TinyProxy, WorldPki
 
 Fakes = Callable[..., Awaitable[dict[str, FakeProvider]]]
 Fronts = Callable[..., Awaitable[TlsFront]]
@@ -400,3 +400,51 @@ async def test_proxy_failure_not_in_the_providers_error_rate(world: World,
     await failed_over(serve, "proxy_rejected")
     stats = (await serve.profile("claude"))["stats"]
     assert stats["error_rate"] == 0.0 and sum(stats["minutes"]["errors"]) == 0, stats
+
+
+# ---------------------------------------------------------------- the corporate laptop
+
+CORP_HOST = "provider.corp.test"  # resolved by nothing on this machine but the proxy
+
+
+@pytest.fixture
+async def corp_world(world: World, tls_front: Fronts,
+                     tmp_path: Path) -> AsyncIterator[tuple[World, TlsFront, MitmDump]]:
+    """The provider at https://provider.corp.test:PORT, reachable only through mitmdump (which
+    re-signs its certificate with mitmproxy's CA)."""
+    front = await tls_front(world.claude, url_host=CORP_HOST)
+    proxy = MitmDump(tmp_path / "corp-mitm", upstream_ca=world.pki.ca.cert_path,
+                     names_at_proxy=[CORP_HOST])
+    await proxy.start()
+    try:
+        yield world, front, proxy
+    finally:
+        await proxy.kill()
+
+
+async def test_corporate_laptop_https_proxy_and_node_extra_ca_certs(
+        corp_world: tuple[World, TlsFront, MitmDump]) -> None:
+    """HTTPS_PROXY and NODE_EXTRA_CA_CERTS as Claude Code users behind Zscaler set them, the
+    profile saying nothing about networks: claudex takes the environment's route and trust."""
+    world, front, proxy = corp_world
+    text = world.config("", route='"env"', claude_url=front.base_url).replace(
+        f"ca_bundle = {toml_str(world.pki.ca.cert_path)}\n", "")
+    serve = await world.serve(text, env={"HTTPS_PROXY": proxy.url,
+                                         "NODE_EXTRA_CA_CERTS": str(proxy.ca_cert)})
+    response = await serve.ask()
+    assert response.status_code == 200, response.text
+    assert response.headers["x-claudex-provider"] == "claude", attempts(response)
+    assert world.claude.request_count == 1
+    profile = await serve.assert_provider_untouched()
+    assert profile["route"]["label"] == "via env"
+    assert front.connections == 1  # through mitmdump: nothing else resolves the name
+
+
+async def test_corporate_host_without_the_proxy_is_unreachable(
+        corp_world: tuple[World, TlsFront, MitmDump]) -> None:
+    """The same provider with no proxy: the name resolves nowhere (the world is closed)."""
+    world, front, _ = corp_world
+    serve = await world.serve(world.config("", route='"direct"', claude_url=front.base_url))
+    response = await serve.ask()
+    assert response.headers["x-claudex-provider"] == "claude-backup"
+    assert world.claude.request_count == 0 and front.connections == 0
