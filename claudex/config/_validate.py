@@ -54,6 +54,7 @@ from claudex.config._network_checks import (
     REQUIRED_UPSTREAM_PROXY_KEYS,
     UPSTREAM_PROXY_KEYS,
     NetProblem,
+    environment_problems,
     proxy_problems,
     table_problems,
 )
@@ -472,6 +473,16 @@ class _Builder:
             if not profile.pool:
                 self._net_problems(profile.where, table_problems(
                     profile.values, self._env, enabled, fill=network))
+        # The environment's variables matter only where a route reads them.
+        default = network.get("upstream_proxy", ("env",))
+        readers = [profile for profile in profiles if not profile.pool
+                   and "env" in profile.values.get("upstream_proxy", default)]
+        if readers:
+            first = readers[0]
+            where = (first.where if "env" in first.values.get("upstream_proxy", ())
+                     else _TOP.child("network"))
+            for message in environment_problems(self._env):
+                self._warn(where.child("upstream_proxy"), message)
 
     def _net_problems(self, where: _Where, problems: list[NetProblem]) -> None:
         for problem in problems:

@@ -39,7 +39,8 @@ def problems(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> li
 
 def warnings(tmp_path: Path, text: str, env: dict[str, str] | None = None) -> list[str]:
     path = write(tmp_path, text)
-    return [str(w).removeprefix(f"{path}:") for w in load_config(path, env or ENV).warnings]
+    loaded = load_config(path, env or ENV)
+    return [str(w).removeprefix(f"{path}:").lstrip() for w in loaded.warnings]
 
 
 def test_defaults_without_any_network_key(tmp_path: Path) -> None:
@@ -362,6 +363,24 @@ def test_a_proxys_breaker_and_retry_keys_are_checked_like_a_profiles(tmp_path: P
         "initial_delay (20)",
         "8: upstream_proxies.corp.api_key_env: unknown key",
     ]
+
+
+def test_an_environment_proxy_claudex_cannot_use_is_a_warning_where_env_is_read(
+        tmp_path: Path) -> None:
+    env = {**ENV, "HTTPS_PROXY": "socks4://old.corp:1080", "http_proxy": "http://:pw@/"}
+    found = warnings(tmp_path, PROFILE, env)
+    assert found == [
+        "network.upstream_proxy: environment variable HTTPS_PROXY: scheme socks4 is not "
+        "supported (socks5 or socks5h): a proxy URL starts with http://, https://, socks5:// "
+        "or socks5h://; a request through it fails (it is never sent directly instead)",
+        "network.upstream_proxy: environment variable http_proxy: names no host "
+        "(http://proxy.corp:3128); a request through it fails (it is never sent directly "
+        "instead)"]
+    assert "pw" not in "\n".join(found)
+    written = PROFILE + 'upstream_proxy = ["env"]\n'
+    assert warnings(tmp_path, written, env)[0].startswith(
+        "6: profiles.claude.upstream_proxy: environment variable HTTPS_PROXY:")
+    assert warnings(tmp_path, '[network]\nupstream_proxy = "direct"\n' + PROFILE, env) == []
 
 
 def test_pools_take_no_network_keys(tmp_path: Path) -> None:
