@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import logging
 import os
 import random
@@ -68,7 +67,9 @@ from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.masking.secrets import SCRUBBER, config_secrets
 from claudex.engine.network.proxy_state import ProxyBoard, ProxySpecLike
+from claudex.engine.network.resolve import resolve_network as default_resolve_network
 from claudex.engine.network.routes import DIRECT, Route
+from claudex.engine.network.tls import TlsSetupError
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 
@@ -176,7 +177,7 @@ class Engine:
         # Upstream proxies (issue 36): each profile's route, resolved now and at each reload
         # (never per request), and each proxy's own state (engine/network/proxy_state.py).
         self.proxies = ProxyBoard(clock, self.events.publish)
-        self._resolve_network = resolve_network or _netcfg_resolver()
+        self._resolve_network: NetworkResolver = resolve_network or default_resolve_network
         self.routes: dict[str, Route] = {}
         self._apply_network(config)
         self.forwarder = Forwarder(self)
@@ -247,18 +248,25 @@ class Engine:
         """Each profile's route and the proxies' settings, from the config and the environment
         (at start and each reload). A plain direct route is None on the runtime: the usual
         request pays one `is None` for routes."""
-        resolve = self._resolve_network
-        network = resolve(config, self._environ) if resolve is not None else None
+        try:
+            network = self._resolve_network(config, self._environ)
+        except TlsSetupError as exc:  # a ca_bundle or client certificate unreadable now
+            if not self.routes:
+                raise  # at start: said by the caller, never a silent direct route
+            # A reload: the routes in force stay (never a silent bypass), and it is said.
+            words = f"network settings not applied, the previous routes stay: {exc}"
+            log.error("%s", words)
+            self.events.publish(Event("reload", words))
+            return
         routes: dict[str, Route] = {}
         for name, rt in self.runtimes.items():
-            route = network.route(name) if network is not None else DIRECT
+            route = network.route(name)
             routes[name] = route
             rt.route = None if route.plain else route
         self.routes = routes
         # A proxy's password is masked wherever a log line, event or error could quote it.
         SCRUBBER.add(hop.password for route in routes.values() for hop in route.hops)
-        specs = network.proxies if network is not None else {}
-        self.proxies.configure(specs, routes.values(), config.breaker, config.retry)
+        self.proxies.configure(network.proxies, routes.values(), config.breaker, config.retry)
 
     def _route_json(self, name: str, now: float) -> dict[str, Any]:
         """A profile's route for status: `{"label": "via corp", "proxies": ["corp"],
@@ -624,17 +632,6 @@ class NetworkLike(Protocol):
 
 
 NetworkResolver = Callable[[Config, Mapping[str, str]], NetworkLike]
-
-
-def _netcfg_resolver() -> NetworkResolver | None:
-    """engine/network/resolve.py's `resolve_network` (helper netcfg's); until it is there,
-    None: every route direct, as before routes existed."""
-    try:
-        module = importlib.import_module("claudex.engine.network.resolve")
-    except ImportError:
-        return None
-    resolver: NetworkResolver = module.resolve_network
-    return resolver
 
 
 def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -> dict[str, Any]:

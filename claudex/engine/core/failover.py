@@ -25,7 +25,13 @@ from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.one_provider import OneProvider
 from claudex.engine.core.pools import CACHE_S, PoolTurn
-from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, ProxyRequest
+from claudex.engine.core.request import (
+    CONFIG_SKIPS,
+    PROXY_OUTCOMES,
+    Attempt,
+    ForwardResult,
+    ProxyRequest,
+)
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.tries import EngineCore
 from claudex.engine.core.usage import Usage, usage_in_body
@@ -88,9 +94,7 @@ def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
 
 
 
-_PROXY_OUTCOMES = frozenset({"proxy_refused", "proxy_auth_failed", "proxy_rejected",
-                             "proxy_bad_gateway", "proxy_rate_limited",
-                             "certificate_untrusted", "no_route"})
+_PROXY_OUTCOMES = PROXY_OUTCOMES | {"no_route"}
 
 
 def _proxies_to_blame(attempts: list[Attempt], proxies: ProxyBoard) -> list[Hop] | None:

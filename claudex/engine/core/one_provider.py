@@ -11,6 +11,7 @@ why — is failover.py's; it hands each member it tries to `OneProvider.serve`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
@@ -43,7 +44,14 @@ from claudex.engine.core.tries import EngineCore, Seen, Tries
 from claudex.engine.credentials.cache import AuthHeaders, CredentialError
 from claudex.engine.events import Event
 from claudex.engine.masking.secrets import SCRUBBER
-from claudex.engine.network.failures import ProxyFailure, proxy_failure, status_failure
+from claudex.engine.network.failures import (
+    ProxyFailure,
+    ProxyKind,
+    proxy_failure,
+    status_failure,
+    untrusted_words,
+)
+from claudex.engine.network.issuer import presented_issuer
 from claudex.engine.network.routes import Hop
 from claudex.engine.routing.estimate import estimated_prompt_tokens
 from claudex.providers import anthropic, openai, responses
@@ -77,6 +85,8 @@ class OneProvider:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
         self._retries = Retries(core).by_kind  # how each kind of policy.Retry is carried out
+        # Who signed a certificate that did not verify through a proxy, by (hop, host).
+        self._issuers: dict[tuple[Hop, str], str] = {}
 
     async def serve(self, ledger: Ledger, exchange: Exchange) -> ForwardResult | None:
         """Serve the request from one provider, or return None (after recording why) to fail
@@ -200,7 +210,8 @@ class OneProvider:
         except BaseException as exc:
             rt.gate.release()
             if hop is not None:
-                proxied = self._through_hop_failed(ledger, hop, hop_permit, exc)
+                proxied = await self._through_hop_failed(ledger, hop, hop_permit, exc,
+                                                         tries.url)
                 if proxied is not None:
                     _unhook_frames(exc)
                     return proxied
@@ -274,8 +285,8 @@ class OneProvider:
         words = core.proxies.no_route(route, core.clock())
         return Seen(Outcome.PROXY_REFUSED, ledger.attempt(Outcome.PROXY_REFUSED, None, words))
 
-    def _through_hop_failed(self, ledger: Ledger, hop: Hop, permit: Permit | None,
-                            exc: BaseException) -> Seen | None:
+    async def _through_hop_failed(self, ledger: Ledger, hop: Hop, permit: Permit | None,
+                                  exc: BaseException, url: str) -> Seen | None:
         """A send through `hop` raised: the proxy's failure (its breaker counts it, never the
         provider's), or None: the provider's own (classify.py maps it)."""
         board = self.core.proxies
@@ -288,7 +299,24 @@ class OneProvider:
             if permit is not None:  # the proxy connected; what failed is beyond it
                 board.succeeded(hop.name, permit)
             return None
+        if failure.kind is ProxyKind.UNTRUSTED:  # name who signed it, when it can be read
+            issuer = await self._issuer(hop, url, ledger.rt.profile.connect_timeout)
+            if issuer is not None:
+                failure = dataclasses.replace(failure, words=untrusted_words(None, issuer))
         return self._proxy_seen(ledger, hop, permit, failure)
+
+    async def _issuer(self, hop: Hop, url: str, timeout_s: float) -> str | None:
+        """The issuer of the certificate presented through `hop` for `url`'s host, read once
+        per hop and host (engine/network/issuer.py) and remembered."""
+        key = (hop, url.split("/", 3)[2] if url.count("/") >= 2 else url)
+        issuer = self._issuers.get(key)
+        if issuer is None:  # (not known yet, or could not be read last time: again)
+            issuer = await presented_issuer(hop, url, timeout_s)
+            if issuer is not None:
+                if len(self._issuers) >= 64:
+                    self._issuers.clear()
+                self._issuers[key] = issuer
+        return issuer
 
     def _proxy_seen(self, ledger: Ledger, hop: Hop, permit: Permit | None,
                     failure: ProxyFailure) -> Seen:

@@ -135,6 +135,10 @@ SKIP_OUTCOMES = frozenset({
     "window_spent", "reserve", "slow",
     "context_too_small", "no_route",
 })
+# An upstream proxy's failure (issue 36): the request never reached the provider, so it is
+# no error of the provider's (not in its error series, never its breaker's).
+PROXY_OUTCOMES = frozenset({"proxy_refused", "proxy_auth_failed", "proxy_rejected",
+                            "proxy_bad_gateway", "proxy_rate_limited", "certificate_untrusted"})
 # A profile that cannot be used as configured (its credentials included) says nothing about the
 # other providers: a chain whose other attempts were all rate limited still answers 429.
 CONFIG_SKIPS = frozenset({"disabled", "misconfigured", "needs_translation", "unknown_profile",

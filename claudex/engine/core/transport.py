@@ -7,6 +7,7 @@ same `send` signature.
 
 from __future__ import annotations
 
+import base64
 import ssl as ssl_mod
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ class AiohttpTransport:
         # never mix with another route's (issue 36).
         self._proxied: dict[tuple[str, str], tuple[Hop, aiohttp.ClientSession]] = {}
         self._retired: list[aiohttp.ClientSession] = []
+        self._auth_headers: dict[Hop, dict[str, str]] = {}
         self._timeouts: dict[tuple[float, float | None], aiohttp.ClientTimeout] = {}
 
     def _session(self, provider: str) -> aiohttp.ClientSession:
@@ -121,6 +123,15 @@ class AiohttpTransport:
             )
             self._sessions[provider] = session
         return session
+
+    def _proxy_headers(self, hop: Hop) -> dict[str, str]:
+        """`Proxy-Authorization: Basic ...` for the hop's user (made once per hop; never
+        logged: a secret)."""
+        headers = self._auth_headers.get(hop)
+        if headers is None:
+            token = base64.b64encode(f"{hop.username}:{hop.password or ''}".encode()).decode()
+            headers = self._auth_headers[hop] = {"Proxy-Authorization": f"Basic {token}"}
+        return headers
 
     def _proxied_session(self, provider: str, hop: Hop) -> aiohttp.ClientSession:
         key = (provider, hop.name)
@@ -189,7 +200,10 @@ class AiohttpTransport:
                 # reach it raises (engine/network/failures.py), it is never retried direct.
                 extra["proxy"] = via.url
                 if via.username is not None:
-                    extra["proxy_auth"] = aiohttp.BasicAuth(via.username, via.password or "")
+                    if url.startswith("https:"):  # on the CONNECT only, never in the tunnel
+                        extra["proxy_headers"] = self._proxy_headers(via)
+                    else:  # a plain-http provider: the proxy reads the request itself
+                        headers = {**headers, **self._proxy_headers(via)}
         resp = await session.request(method, url, data=body, headers=headers, timeout=timeout,
                                      allow_redirects=False, **extra)
         return _AiohttpResponse(resp)

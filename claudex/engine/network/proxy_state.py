@@ -41,6 +41,8 @@ class ProxySpecLike(Protocol):
     def enabled(self) -> bool: ...
     @property
     def profiles(self) -> tuple[str, ...]: ...
+    @property
+    def problem(self) -> str | None: ...  # why it cannot be used at all (a bad env URL)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class DefaultSpec:
     retry: RetrySettings = field(default_factory=RetrySettings)
     enabled: bool = True
     profiles: tuple[str, ...] = ()
+    problem: str | None = None
 
 
 @dataclass
@@ -66,6 +69,11 @@ class ProxyRuntime:
     failures: int = 0
     rate_limited: int = 0
     last_error: str | None = None
+    # Tries through it by what came of them ("ok", or a ProxyKind: "refused", ...): /metrics.
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def count(self, outcome: str) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
     @property
     def name(self) -> str:
@@ -125,6 +133,8 @@ class ProxyBoard:
         rt = self._proxies.get(name)
         if rt is None:
             return None  # not on the board (a route resolved without it): never blocked here
+        if rt.spec.problem is not None:
+            return f"unusable ({rt.spec.problem})"
         if not rt.spec.enabled:
             return "disabled"
         if rt.auth_failed is not None:
@@ -179,6 +189,7 @@ class ProxyBoard:
         if rt.auth_failed is not None or rt.untrusted is not None:
             rt.auth_failed = rt.untrusted = None
             self._say(rt, f"proxy {name} works again", {"state": "ok"})
+        rt.count("ok")
         rt.breaker.record_success(permit)
 
     def release(self, name: str, permit: Permit) -> None:
@@ -194,6 +205,7 @@ class ProxyBoard:
         if rt is None:
             return
         rt.last_error = failure.words
+        rt.count(failure.kind.value)
         if failure.kind is ProxyKind.RATE_LIMITED:
             rt.rate_limited += 1
             if permit is not None:
@@ -252,6 +264,8 @@ class ProxyBoard:
     # -- status ---------------------------------------------------------------------------------
 
     def color(self, rt: ProxyRuntime, now: float) -> tuple[Color, str]:
+        if rt.spec.problem is not None:
+            return "red", f"unusable ({rt.spec.problem})"
         if not rt.spec.enabled:
             return "yellow", "disabled"
         state = rt.breaker.state
@@ -303,6 +317,9 @@ class ProxyBoard:
                 "profiles": list(rt.spec.profiles),
             })
         return out
+
+    def runtimes(self) -> list[ProxyRuntime]:
+        return list(self._proxies.values())
 
     def state_code(self, name: str) -> int:
         """/metrics `claudex_upstream_proxy_state`: 0 closed, 1 half-open, 2 open (forced too)."""

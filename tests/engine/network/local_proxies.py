@@ -198,3 +198,75 @@ def private_ca(folder: Path, issuer: str = "Zscaler Root CA") -> tuple[Path, ssl
     server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server.load_cert_chain(folder / "server.pem", folder / "server.key")
     return folder / "ca.pem", server
+
+
+@asynccontextmanager
+async def tls_front(server_tls: ssl.SSLContext, target_port: int) -> AsyncIterator[int]:
+    """A TLS listener on 127.0.0.1 in front of a plain-http fake on `target_port`: the provider
+    as https, its certificate from `private_ca` (what a TLS-intercepting proxy presents)."""
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", target_port)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_w), _pipe(up_r, writer))
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_tls)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+@asynccontextmanager
+async def socks5_tunnel(user: str | None = None, password: str | None = None
+                        ) -> AsyncIterator[tuple[int, list[str]]]:
+    """A SOCKS5 server that connects (names resolved here: socks5h) and tunnels; with `user`,
+    only that user and password. Yields its port and the hosts it was asked for."""
+    asked: list[str] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            _ver, n = await reader.readexactly(2)
+            methods = await reader.readexactly(n)
+            if user is not None:
+                if 2 not in methods:
+                    writer.write(b"\x05\xff")
+                    return
+                writer.write(b"\x05\x02")
+                await reader.readexactly(1)
+                got_user = await reader.readexactly((await reader.readexactly(1))[0])
+                got_pw = await reader.readexactly((await reader.readexactly(1))[0])
+                ok = got_user.decode() == user and got_pw.decode() == (password or "")
+                writer.write(b"\x01\x00" if ok else b"\x01\x01")
+                if not ok:
+                    return
+            else:
+                writer.write(b"\x05\x00")
+            _v, _cmd, _rsv, atyp = await reader.readexactly(4)
+            if atyp == 3:
+                host = (await reader.readexactly((await reader.readexactly(1))[0])).decode()
+            elif atyp == 1:
+                host = socket.inet_ntoa(await reader.readexactly(4))
+            else:
+                host = socket.inet_ntop(socket.AF_INET6, await reader.readexactly(16))
+            port = int.from_bytes(await reader.readexactly(2), "big")
+            asked.append(host)
+            try:
+                up_r, up_w = await asyncio.open_connection(host, port)
+            except OSError:
+                writer.write(bytes([5, 5, 0, 1, 0, 0, 0, 0, 0, 0]))
+                return
+            writer.write(bytes([5, 0, 0, 1, 127, 0, 0, 1, 0, 0]))
+            await writer.drain()
+            await asyncio.gather(_pipe(reader, up_w), _pipe(up_r, writer))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1], asked
+    finally:
+        server.close()

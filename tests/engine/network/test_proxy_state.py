@@ -22,7 +22,7 @@ class Clock:
 
 
 def board(threshold: int = 2) -> tuple[ProxyBoard, Clock, list[Event]]:
-    clock, events = Clock(), []
+    clock, events = Clock(), list[Event]()
     b = ProxyBoard(clock, events.append)
     settings = BreakerSettings(failure_threshold=threshold, recovery_seconds=30)
     b.configure({"corp": DefaultSpec(CORP, settings, profiles=("claude",)),
