@@ -105,10 +105,14 @@ enabled = false
         raise AssertionError(f"no upstream proxy {name}")
 
     async def assert_provider_untouched(self, name: str = "claude") -> dict[str, Any]:
-        """The provider behind the proxy: breaker closed, no failure counted, not red."""
+        """The provider behind the proxy: breaker closed, no failure counted (breaker, stats,
+        the per-minute errors), not red."""
         profile = await self.profile(name)
         assert profile["breaker"]["state"] == "closed", profile["breaker"]
         assert profile["breaker"]["consecutive_failures"] == 0, profile["breaker"]
         assert profile["stats"]["failures"] == 0, profile["stats"]
+        # Nor in the per-minute series the panels draw (a proxy's attempt was never sent).
+        assert sum(profile["stats"]["minutes"]["errors"]) == 0, profile["stats"]["minutes"]
+        assert profile["stats"]["error_rate"] == 0.0
         assert profile["health"]["color"] != "red", profile["health"]
         return profile
