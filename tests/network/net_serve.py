@@ -32,7 +32,8 @@ class NetServe:
     """`claudex serve` on a free port over `config_text` (globals are added here)."""
 
     def __init__(self, tmp: Path, config_text: str, *, password: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 health: str = "enabled = false") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.path = tmp / "profiles.toml"
@@ -43,7 +44,7 @@ connect_timeout = 1
 read_timeout = 5
 
 [health]
-enabled = false
+{health}
 {config_text}""")
         self.path.chmod(0o600)
         state = tmp / "state"
