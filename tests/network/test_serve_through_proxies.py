@@ -97,6 +97,8 @@ async def test_tinyproxy_route_serves(world: World, tinyproxy: TinyProxy) -> Non
     proxy = await serve.proxy("corp")
     assert proxy["url"] == f"http://{PROXY_USER}:****@127.0.0.1:{tinyproxy.port}"
     assert proxy["requests"] == 1 and proxy["failures"] == 0 and proxy["health"] == "green"
+    assert PROXY_PASSWORD not in str(await serve.status())
+    assert PROXY_PASSWORD not in await serve.stop()
 
 
 
@@ -214,6 +216,8 @@ async def test_tinyproxy_wrong_password_401_is_auth_failed(world: World,
     await serve.assert_provider_untouched()
     assert "not-the-password" not in str(await serve.status())
     assert not any("not-the-password" in words for words in await events(serve))
+    log = await serve.stop()
+    assert "corp" in log and "not-the-password" not in log
 
 
 async def test_tinyproxy_without_password_407_is_auth_failed(world: World,
