@@ -35,6 +35,9 @@ RETRY_WORDS: Mapping[Retry, str] = {
     Retry.AT_CAP: "once, at the stated cap",
     Retry.AFTER_RESET: "no; skipped until the window resets, then used again",
     Retry.WITHOUT_REFUSED: "yes, without what was refused (remembered), a few times at most",
+    Retry.NEXT_HOP: "yes, at once, through the route's next upstream proxy",
+    Retry.PROXY_BACKOFF: "yes, at the same upstream proxy with its own backoff; then the next "
+                         "proxy",
 }
 BREAKER_WORDS: Mapping[BreakerEffect, str] = {
     BreakerEffect.SUCCESS: "success",

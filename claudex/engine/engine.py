@@ -14,7 +14,7 @@ import logging
 import os
 import random
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
@@ -66,6 +66,10 @@ from claudex.engine.health.spent_windows import CredentialWatch, end_spent, oper
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.masking.secrets import SCRUBBER, config_secrets
+from claudex.engine.network.proxy_state import ProxyBoard, ProxySpecLike
+from claudex.engine.network.resolve import resolve_network as default_resolve_network
+from claudex.engine.network.routes import DIRECT, Route
+from claudex.engine.network.tls import TlsSetupError
 from claudex.engine.routing import Routing, build_routing
 from claudex.engine.routing.intents import TIMEOUT_S as ROUTER_TIMEOUT_S
 
@@ -97,6 +101,7 @@ class Engine:
         prices_apart: bool = False,
         judge_slowness_every: float | None = SLOW_EVAL_S,
         check_credentials_every: float | None = SPENT_CHECK_S,
+        resolve_network: NetworkResolver | None = None,
     ) -> None:
         """`journal`: where request summaries and events are kept across restarts (serve and
         the hosting console pass one from `[history]`; tests and the demo none).
@@ -106,7 +111,9 @@ class Engine:
         `judge_slowness_every`: seconds between the slow watch's rounds (engine/health/slowness.py),
         in real time; None: no rounds of its own (a test calls `slow.judge_all` itself).
         `check_credentials_every`: seconds between looks at spent plans' credentials
-        (engine/health/spent_windows.py); None: none (a test calls `spent_credentials.check`)."""
+        (engine/health/spent_windows.py); None: none (a test calls `spent_credentials.check`).
+        `resolve_network`: the config and environment to each profile's route and the proxies
+        (default: engine/network/resolve.py `resolve_network`)."""
         self.config = config
         SCRUBBER.add(config_secrets(config, env))  # masked in logs, error answers, status, events
         self.transport: Transport = transport or AiohttpTransport()
@@ -167,6 +174,12 @@ class Engine:
         self.slow = SlowWatch(lambda: self.runtimes, lambda: self.config.health, wall,
                               self.events.publish)
         self._set_pools(config)
+        # Upstream proxies (issue 36): each profile's route, resolved now and at each reload
+        # (never per request), and each proxy's own state (engine/network/proxy_state.py).
+        self.proxies = ProxyBoard(clock, self.events.publish)
+        self._resolve_network: NetworkResolver = resolve_network or default_resolve_network
+        self.routes: dict[str, Route] = {}
+        self._apply_network(config)
         self.forwarder = Forwarder(self)
         self.health = HealthChecker(self, self.http)
         self._health_task: asyncio.Task[None] | None = None
@@ -230,6 +243,37 @@ class Engine:
             rt.wire = make_wire(profile, self._environ)
         rt.stats.minutes.since = self.wall()  # requests per minute count from here
         return rt
+
+    def _apply_network(self, config: Config) -> None:
+        """Each profile's route and the proxies' settings, from the config and the environment
+        (at start and each reload). A plain direct route is None on the runtime: the usual
+        request pays one `is None` for routes."""
+        try:
+            network = self._resolve_network(config, self._environ)
+        except TlsSetupError as exc:  # a ca_bundle or client certificate unreadable now
+            if not self.routes:
+                raise  # at start: said by the caller, never a silent direct route
+            # A reload: the routes in force stay (never a silent bypass), and it is said.
+            words = f"network settings not applied, the previous routes stay: {exc}"
+            log.error("%s", words)
+            self.events.publish(Event("reload", words))
+            return
+        routes: dict[str, Route] = {}
+        for name, rt in self.runtimes.items():
+            route = network.route(name)
+            routes[name] = route
+            rt.route = None if route.plain else route
+        self.routes = routes
+        # A proxy's password is masked wherever a log line, event or error could quote it.
+        SCRUBBER.add(hop.password for route in routes.values() for hop in route.hops)
+        self.proxies.configure(network.proxies, routes.values(), config.breaker, config.retry)
+
+    def _route_json(self, name: str, now: float) -> dict[str, Any]:
+        """A profile's route for status: `{"label": "via corp", "proxies": ["corp"],
+        "trouble": "proxy corp open (connection refused)" | None}`."""
+        route = self.routes.get(name, DIRECT)
+        return {"label": route.label, "proxies": [hop.name for hop in route.hops],
+                "trouble": self.proxies.trouble(route, now) if route.hops else None}
 
     def _routing(self, config: Config, old: Routing | None) -> Routing | None:
         # The classifier's profile is looked up in the config of the moment (a reload keeps a
@@ -435,7 +479,12 @@ class Engine:
         operator's `reason`. Tripping a tripped provider replaces the deadline and reason."""
         rt = self.runtimes.get(name)
         if rt is None:
-            return False
+            if name not in self.proxies:
+                return False
+            # An upstream proxy (names are unique across profiles and proxies): its breaker.
+            reason = clean_reason(SCRUBBER.text(reason) if reason else None)
+            return self.proxies.trip(name, None if seconds is None
+                                     else self.clock() + seconds, reason)
         reason = clean_reason(SCRUBBER.text(reason) if reason else None)
         now = self.clock()
         again = rt.breaker.state is BreakerState.FORCED_OPEN
@@ -461,7 +510,14 @@ class Engine:
         says what it ended. What it ended, in words; None when there is no such profile."""
         rt = self.runtimes.get(name)
         if rt is None:
-            return None
+            ended = self.proxies.reset(name)  # an upstream proxy's, or None: no such name
+            if ended is not None:
+                words = f"proxy {name}: reset" + (f" (ended {', '.join(ended)})" if ended
+                                                   else "")
+                self.events.publish(Event("reset", words, name,
+                                          {"ended": ended, "proxy": name}))
+                log.info("%s", words)
+            return ended
         ended = operator_reset(rt, self.clock(), self.wall())
         words = reset_words(name, ended)
         self.events.publish(Event("reset", words, name, {"ended": ended}))
@@ -497,6 +553,7 @@ class Engine:
         self.runtimes = fresh
         self.routing = self._routing(config, self.routing)
         self._set_pools(config)
+        self._apply_network(config)
         if self._prices_apart:
             self._price_new_models(config)
         # A removed provider's connection pool is not closed here: requests already in flight
@@ -546,8 +603,9 @@ class Engine:
             "profiles": [_with_window(_scrubbed_status(rt.status_json(now, degraded,
                                                                       now_wall)), rt,
                                       now_wall) | {"tokens": self._tokens_of(name)}
-                         | self._cost_of(rt)
+                         | self._cost_of(rt) | {"route": self._route_json(name, now)}
                          for name, rt in self.runtimes.items()],
+            "upstream_proxies": self.proxies.snapshot(now),
             "tokens_by_profile": {name: u.to_json()
                                   for name, u in self.tokens.by_profile.items()},
             "cost_by_profile": {name: spend.to_json()
@@ -562,6 +620,18 @@ class Engine:
         if self.fleet is not None:
             status["fleet"] = self.fleet.status_json()
         return status
+
+
+class NetworkLike(Protocol):
+    """What the engine reads of a resolved network (engine/network/resolve.py `Network`)."""
+
+    @property
+    def proxies(self) -> Mapping[str, ProxySpecLike]: ...
+
+    def route(self, profile: str) -> Route: ...
+
+
+NetworkResolver = Callable[[Config, Mapping[str, str]], NetworkLike]
 
 
 def _with_window(status: dict[str, Any], rt: ProviderRuntime, now_wall: float) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from typing import Any, Literal, Protocol
 # "slow": a provider's real traffic turned slow against its baseline, or is no longer (issue 30).
 # "reset": an operator reset a provider, and what that ended (breaker, cooldown, spent window).
 EventKind = Literal["breaker", "request", "refresh", "reload", "escalation", "health", "cooldown",
-                    "limit", "link", "trip", "window", "slow", "reset"]
+                    "limit", "link", "trip", "window", "slow", "reset", "proxy"]
 
 
 @dataclass(frozen=True)

@@ -137,9 +137,21 @@ class EngineCollector(Collector):
             spend = engine.costs.of_provider(name)
             cost.add_metric([name], spend.usd if spend is not None else 0.0)
             unpriced.add_metric([name], spend.unpriced if spend is not None else 0)
+        # Upstream proxies (issue 36): tries through each by outcome, and its breaker's state.
+        proxy_tries = CounterMetricFamily(
+            "claudex_upstream_proxy_requests", "Tries through an upstream proxy, by what came "
+            "of them (ok, refused, unresolvable, connect_timeout, auth_failed, rejected, "
+            "bad_gateway, rate_limited, untrusted, tls_failed)", labels=["proxy", "outcome"])
+        proxy_state = GaugeMetricFamily(
+            "claudex_upstream_proxy_state", "An upstream proxy's breaker: 0 closed, 1 half-open, "
+            "2 open (or tripped)", labels=["proxy"])
+        for proxy in engine.proxies.runtimes():
+            for outcome, count in sorted(proxy.outcomes.items()):
+                proxy_tries.add_metric([proxy.name, outcome], count)
+            proxy_state.add_metric([proxy.name], engine.proxies.state_code(proxy.name))
         yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens, cost,
                     unpriced, in_flight, queued, limit, queue_full, refused, window_used,
-                    window_spent, slow, baseline)
+                    window_spent, slow, baseline, proxy_tries, proxy_state)
         yield from _histograms(engine)
 
 

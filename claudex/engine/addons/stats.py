@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from claudex.engine.addons.latency import BucketCounts, LatencyWindow, MinuteSeries
-from claudex.engine.core.request import SKIP_OUTCOMES
+from claudex.engine.core.request import PROXY_OUTCOMES, SKIP_OUTCOMES
 from claudex.providers.translate.drops import listed
 
 # Attempts that never reached the provider (besides the skips): not its traffic.
-NOT_SENT = SKIP_OUTCOMES | {"credentials", "translation_error", "invalid_request"}
+NOT_SENT = SKIP_OUTCOMES | PROXY_OUTCOMES | {"credentials", "translation_error",
+                                             "invalid_request"}
 # Attempts the provider answered well, or that failed by the client's own fault.
 NOT_ERRORS = frozenset({"ok", "client_error"})
 LOCAL_ESTIMATE = "local estimate"  # count_tokens answered by claudex itself

@@ -8,7 +8,7 @@ an event. Successful bodies are never scanned: that is the hot path.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from claudex.engine.core.answer_headers import KNOWN, PASSED, PASSED_SAME, kind
 from claudex.engine.core.explain import all_failed_sentence
@@ -16,6 +16,7 @@ from claudex.engine.core.request import CONFIG_SKIPS, Attempt, ForwardResult, Pr
 from claudex.engine.credentials.cache import AuthHeaders
 from claudex.engine.masking.header_policy import masked_values
 from claudex.engine.masking.secrets import SCRUBBER
+from claudex.engine.network.routes import Hop
 from claudex.providers import anthropic, openai
 
 
@@ -108,3 +109,28 @@ def all_failed(req: ProxyRequest, trail: Trail, narrowed: Mapping[str, int] | No
         retry_after = min(waits) if waits else 1.0
         return error_result(req, 429, sentence, trail.attempts, retry_after), sentence
     return error_result(req, 502, sentence, trail.attempts), sentence
+
+
+def through_proxies_failed(req: ProxyRequest, trail: Trail,
+                           hops: Sequence[Hop]) -> tuple[ForwardResult, str]:
+    """Every provider was out of reach for its upstream proxies (issue 36): the client's error
+    names the proxies, not the providers; 429 with Retry-After when they were all rate
+    limiting, else 502."""
+    attempts = trail.attempts
+    named = ", ".join(f"{hop.name} ({hop.where})" for hop in hops)
+    last = next((a for a in reversed(attempts) if a.proxy is not None or
+                 a.outcome == "no_route"), None)
+    said = ""
+    if last is not None and last.message:
+        said = ": " + last.message.removeprefix("no route: ").removeprefix(
+            f"proxy {last.proxy}: " if last.proxy else "")
+    limited = [f for f in trail.failures if f.attempt.outcome == "proxy_rate_limited"]
+    plural = "proxies" if len(hops) > 1 else "proxy"
+    sentence = SCRUBBER.text(f"No provider could be reached: the upstream {plural} {named} "
+                             f"failed{said}.")
+    if limited and len(limited) == len([f for f in trail.failures
+                                        if f.attempt.outcome not in CONFIG_SKIPS]):
+        waits = [f.retry_after for f in limited if f.retry_after is not None]
+        return error_result(req, 429, sentence, attempts, min(waits) if waits else 1.0), \
+            sentence
+    return error_result(req, 502, sentence, attempts), sentence

@@ -34,9 +34,18 @@ The tree of outcomes (DESIGN.md, failure table)::
     ├── UNSUPPORTED_FIELD  a cloud refused what the Anthropic API accepts (Bedrock's
     │                      `invalid beta flag`, `<field>: Extra inputs are not permitted`):
     │                      retry once without it (remembered), then fail over
-    └── MODEL_UNAVAILABLE  the profile's model cannot be used there (Vertex: not enabled
-                           for the project; Bedrock: an invalid model id): fail over;
-                           breaker failure
+    ├── MODEL_UNAVAILABLE  the profile's model cannot be used there (Vertex: not enabled
+    │                      for the project; Bedrock: an invalid model id): fail over;
+    │                      breaker failure
+    └── an upstream proxy's failure (issue 36; engine/network/failures.py tells it from the
+        provider's): the next proxy of the route at once, then the next provider; never
+        the provider's breaker, health or failure counts (the proxy's own, proxy_state.py)
+        ├── PROXY_REFUSED          refused, does not resolve, connect timeout, TLS failed
+        ├── PROXY_AUTH_FAILED      CONNECT answered 407 (or tinyproxy's 401); SOCKS auth
+        ├── PROXY_REJECTED         CONNECT answered 403; a SOCKS rule refused it
+        ├── PROXY_BAD_GATEWAY      CONNECT answered 502, 503, 504
+        ├── PROXY_RATE_LIMITED     CONNECT answered 429: backoff at that proxy, then the next
+        └── CERTIFICATE_UNTRUSTED  through a proxy, a certificate that does not verify
 
 `classify_cloud()` maps a Bedrock or Vertex error (read by `claudex.providers.bedrock` /
 `.vertex`: statuses, `X-Amzn-ErrorType`, Google's `status`) onto these kinds: their own 400 that
@@ -56,6 +65,7 @@ from enum import StrEnum
 import aiohttp
 import httpx
 
+from claudex.engine.network.failures import ProxyKind
 from claudex.providers.bedrock.errors import BedrockError, BedrockFailure
 from claudex.providers.context_limits import ContextRefusal, context_refusal
 from claudex.providers.limits import stated_max_tokens
@@ -79,6 +89,26 @@ class Outcome(StrEnum):
     CONTEXT_EXCEEDED = "context_exceeded"
     UNSUPPORTED_FIELD = "unsupported_field"
     MODEL_UNAVAILABLE = "model_unavailable"
+    PROXY_REFUSED = "proxy_refused"
+    PROXY_AUTH_FAILED = "proxy_auth_failed"
+    PROXY_REJECTED = "proxy_rejected"
+    PROXY_BAD_GATEWAY = "proxy_bad_gateway"
+    PROXY_RATE_LIMITED = "proxy_rate_limited"
+    CERTIFICATE_UNTRUSTED = "certificate_untrusted"
+
+
+PROXY_OUTCOMES: dict[ProxyKind, Outcome] = {
+    ProxyKind.REFUSED: Outcome.PROXY_REFUSED,
+    ProxyKind.UNRESOLVABLE: Outcome.PROXY_REFUSED,
+    ProxyKind.CONNECT_TIMEOUT: Outcome.PROXY_REFUSED,
+    ProxyKind.TLS_FAILED: Outcome.PROXY_REFUSED,
+    ProxyKind.AUTH_FAILED: Outcome.PROXY_AUTH_FAILED,
+    ProxyKind.REJECTED: Outcome.PROXY_REJECTED,
+    ProxyKind.BAD_GATEWAY: Outcome.PROXY_BAD_GATEWAY,
+    ProxyKind.RATE_LIMITED: Outcome.PROXY_RATE_LIMITED,
+    ProxyKind.UNTRUSTED: Outcome.CERTIFICATE_UNTRUSTED,
+}
+"""A proxy's failure (engine/network/failures.py `proxy_failure`) as the policy's outcome."""
 
 
 class StreamStalled(TimeoutError):
@@ -227,5 +257,11 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.CONTEXT_EXCEEDED: "conversation over the provider's context window",
         Outcome.UNSUPPORTED_FIELD: "refused a field or beta the Anthropic API accepts",
         Outcome.MODEL_UNAVAILABLE: "model not available there",
+        Outcome.PROXY_REFUSED: "upstream proxy unreachable",
+        Outcome.PROXY_AUTH_FAILED: "upstream proxy refused the credentials",
+        Outcome.PROXY_REJECTED: "upstream proxy refused the connection",
+        Outcome.PROXY_BAD_GATEWAY: "upstream proxy bad gateway",
+        Outcome.PROXY_RATE_LIMITED: "upstream proxy rate limited",
+        Outcome.CERTIFICATE_UNTRUSTED: "certificate not trusted",
     }[outcome]
     return f"{words} ({status})" if status is not None else words

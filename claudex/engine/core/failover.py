@@ -18,17 +18,25 @@ from dataclasses import dataclass, field
 from claudex.config.model import Profile
 from claudex.engine.breaker.circuit import BreakerState
 from claudex.engine.core.addressing import map_model
-from claudex.engine.core.answers import all_failed, error_result
+from claudex.engine.core.answers import all_failed, error_result, through_proxies_failed
 from claudex.engine.core.conversation import conversation_of, first_turn
 from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.one_provider import OneProvider
 from claudex.engine.core.pools import CACHE_S, PoolTurn
-from claudex.engine.core.request import Attempt, ForwardResult, ProxyRequest
+from claudex.engine.core.request import (
+    CONFIG_SKIPS,
+    PROXY_OUTCOMES,
+    Attempt,
+    ForwardResult,
+    ProxyRequest,
+)
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.tries import EngineCore
 from claudex.engine.core.usage import Usage, usage_in_body
+from claudex.engine.network.proxy_state import ProxyBoard
+from claudex.engine.network.routes import Hop
 from claudex.engine.routing.estimate import could_be_long, estimated_prompt_tokens
 
 
@@ -46,7 +54,8 @@ def _passed_over(core: EngineCore, flow: Flow, rt: ProviderRuntime | None, skipp
             addon_failed(hook)
 
 
-def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
+def _skip_message(rt: ProviderRuntime | None, reason: str, now: float,
+                  proxies: ProxyBoard) -> str:
     if rt is None:
         return "no such profile"
     if reason == "breaker_open":
@@ -56,6 +65,8 @@ def _skip_message(rt: ProviderRuntime | None, reason: str, now: float) -> str:
         return rt.trip_text()
     if reason == "window_spent":  # "5-hour window spent until 14:05"
         return rt.spent_words()
+    if reason == "no_route" and rt.route is not None:  # "no route: proxy corp open (...)"
+        return proxies.no_route(rt.route, now)
     return {
         "half_open_busy": "breaker half-open; its trial request is in flight",
         "cooling_down": f"rate limited; cooling down {max(0.0, rt.cooldown_until - now):.0f}s",
@@ -81,6 +92,29 @@ def _skip_wait(rt: ProviderRuntime | None, reason: str, now: float,
     return None
 
 
+
+
+_PROXY_OUTCOMES = PROXY_OUTCOMES | {"no_route"}
+
+
+def _proxies_to_blame(attempts: list[Attempt], proxies: ProxyBoard) -> list[Hop] | None:
+    """When every provider tried failed for its upstream proxies (or had no route), the
+    proxies to name in the client's error, in order; else None (the providers' own words)."""
+    relevant = [a for a in attempts if a.outcome not in CONFIG_SKIPS
+                and a.outcome != "round_cap"]
+    if not relevant or any(a.outcome not in _PROXY_OUTCOMES for a in relevant):
+        return None
+    names: list[str] = []
+    for attempt in relevant:
+        if attempt.proxy is not None and attempt.proxy not in names:
+            names.append(attempt.proxy)
+        if attempt.outcome == "no_route":  # `no route: proxy corp open (...), proxy ...`
+            for part in attempt.message.removeprefix("no route: ").split(", "):
+                name = part.removeprefix("proxy ").split(" ", 1)[0]
+                if part.startswith("proxy ") and name not in names:
+                    names.append(name)
+    hops = [state.hop for name in names if (state := proxies.get(name)) is not None]
+    return hops or None
 
 
 def _base36(n: int) -> str:
@@ -180,6 +214,10 @@ class Forwarder:
             return "forced_open"
         if state is BreakerState.OPEN:
             return "breaker_open"
+        route = rt.route  # None: plain direct (the usual provider pays this check only)
+        if route is not None and route.hops and not self.core.proxies.eligible(route.hops,
+                                                                                 now):
+            return "no_route"  # every proxy of its route is out: skipped like an open breaker
         return None
 
     # -- entry point ---------------------------------------------------------------------------
@@ -316,7 +354,8 @@ class Forwarder:
             if rt is None or permit is None:
                 reason = reason or "unknown_profile"
                 skipped = Attempt(name, reason, message=too_small if reason ==
-                                  "context_too_small" else _skip_message(rt, reason, now),
+                                  "context_too_small" else _skip_message(rt, reason, now,
+                                                                         core.proxies),
                                   pool=pool_of.get(name) if pool_of else None)
                 _passed_over(core, flow, rt, skipped, _skip_wait(rt, reason, now, core.wall))
                 continue
@@ -356,7 +395,11 @@ class Forwarder:
         wall = core.wall()
         spent = {n: rt.spent_words(wall) for n in names if (rt := core.runtimes.get(n))
                  is not None and rt.window_spent_until and rt.window_spent(wall)}
-        result, sentence = all_failed(req, trail, narrowed, spent)
+        through = _proxies_to_blame(trail.attempts, core.proxies)
+        if through is not None:  # every provider failed for its proxies: the client hears so
+            result, sentence = through_proxies_failed(req, trail, through)
+        else:
+            result, sentence = all_failed(req, trail, narrowed, spent)
         flow.all_failed = True
         core.escalate(sentence)
         return result

@@ -70,6 +70,7 @@ class Ledger:
         self._dropped: tuple[str, ...] = ()
         self._committed: int | None = None  # the committed stream's place in the trail
         self.pool: str | None = None  # the pool this provider serves in, for the trail
+        self.via: str | None = None  # the upstream proxy the try in progress goes through
 
     def ms_since(self, started: float) -> float:
         return round((self.clock() - started) * 1000.0, 3)
@@ -109,11 +110,11 @@ class Ledger:
         """The attempt of the try in progress; without one (nothing sent yet), a bare one."""
         name, outcome = self.rt.profile.name, str(outcome)  # an Outcome / Local member: its word
         if self._sent_at is None:
-            return Attempt(name, outcome, status, message, pool=self.pool)
+            return Attempt(name, outcome, status, message, pool=self.pool, proxy=self.via)
         return Attempt(name, outcome, status, message, self.ms_since(self._sent_at),
                        headers_ms=self._headers_ms, first_content_ms=self._content_ms,
                        model=self._model, max_tokens=self._cap, breaker=self.breaker_met,
-                       dropped=self._dropped, pool=self.pool)
+                       dropped=self._dropped, pool=self.pool, proxy=self.via)
 
     def not_sending(self) -> None:
         """The try in progress ended before anything was sent (claudex's queue, credentials)."""

@@ -11,13 +11,16 @@ why — is failover.py's; it hands each member it tries to `OneProvider.serve`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Sequence
 
 from claudex.engine.addons.windows import windows_in_stream
+from claudex.engine.breaker.circuit import Permit
 from claudex.engine.core.answers import passed_headers, scrub_error_body, tag
 from claudex.engine.core.classify import (
+    PROXY_OUTCOMES,
     Outcome,
     classify_cloud,
     classify_status,
@@ -41,6 +44,15 @@ from claudex.engine.core.tries import EngineCore, Seen, Tries
 from claudex.engine.credentials.cache import AuthHeaders, CredentialError
 from claudex.engine.events import Event
 from claudex.engine.masking.secrets import SCRUBBER
+from claudex.engine.network.failures import (
+    ProxyFailure,
+    ProxyKind,
+    proxy_failure,
+    status_failure,
+    untrusted_words,
+)
+from claudex.engine.network.issuer import presented_issuer
+from claudex.engine.network.routes import Hop
 from claudex.engine.routing.estimate import estimated_prompt_tokens
 from claudex.providers import anthropic, openai, responses
 from claudex.providers.translate import estimate_input_tokens
@@ -73,6 +85,8 @@ class OneProvider:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
         self._retries = Retries(core).by_kind  # how each kind of policy.Retry is carried out
+        # Who signed a certificate that did not verify through a proxy, by (hop, host).
+        self._issuers: dict[tuple[Hop, str], str] = {}
 
     async def serve(self, ledger: Ledger, exchange: Exchange) -> ForwardResult | None:
         """Serve the request from one provider, or return None (after recording why) to fail
@@ -85,6 +99,10 @@ class OneProvider:
             ledger.release()
             return self._local_token_estimate(req, profile.name, ledger.trail.attempts)
         tries = Tries(exchange.url())
+        if ledger.rt.route is not None and ledger.rt.route.hops:  # through upstream proxies
+            first = self._first_hop(ledger, tries)
+            if first is not None:  # none eligible any more (since the chain looked)
+                return self._conclude(POLICY[first.key], ledger, exchange, first, None)
         while True:
             seen = await self._try(ledger, exchange, tries)
             rule = POLICY[seen.key]
@@ -150,8 +168,19 @@ class OneProvider:
             except CredentialError as exc:
                 return Seen(Local.CREDENTIALS, ledger.attempt(Local.CREDENTIALS, None,
                                                               str(exc)), problem=exc.reason)
+        hop = tries.hop
+        hop_permit = None
+        if hop is not None:  # the proxy's own breaker admits the try (proxy_state.py)
+            hop_permit = core.proxies.acquire(hop.name)
+            if hop_permit is None:
+                ledger.via = hop.name
+                words = core.proxies.out_reason(hop.name, core.clock()) or "busy"
+                return Seen(Outcome.PROXY_REFUSED, ledger.attempt(
+                    Outcome.PROXY_REFUSED, None, f"proxy {hop.name} {words}"))
         # claudex's own queue (engine/core/gate.py): waiting here is never the provider's fault.
         if not rt.gate.take_now() and not await rt.gate.acquire(profile.queue_timeout):
+            if hop is not None and hop_permit is not None:
+                core.proxies.release(hop.name, hop_permit)
             return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
                                                           _queue_full(rt)))
         started = core.clock()
@@ -161,22 +190,42 @@ class OneProvider:
         ledger.sending(exchange, started)
         deadlines = StreamDeadlines.start(profile) if req.stream else None
         try:
-            sending = core.transport.send(
-                profile.name, "POST", tries.url, headers,
-                tries.body, connect_timeout=profile.connect_timeout,
-                # A stream has deadlines of its own (engine/core/stalls.py): before the commit,
-                # `within`; after it, the relay's idle watch. No socket read timer.
-                read_timeout=profile.read_timeout if deadlines is None else None,
-            )
+            if rt.route is None:  # plain direct: sent exactly as before routes existed
+                sending = core.transport.send(
+                    profile.name, "POST", tries.url, headers,
+                    tries.body, connect_timeout=profile.connect_timeout,
+                    # A stream has deadlines of its own (engine/core/stalls.py): before the
+                    # commit, `within`; after it, the relay's idle watch. No socket read timer.
+                    read_timeout=profile.read_timeout if deadlines is None else None,
+                )
+            else:  # through the hop (None: direct with the route's own TLS)
+                ledger.via = None if hop is None else hop.name
+                sending = core.transport.send(
+                    profile.name, "POST", tries.url, headers, tries.body,
+                    connect_timeout=profile.connect_timeout,
+                    read_timeout=profile.read_timeout if deadlines is None else None,
+                    via=hop, ssl=rt.route.ssl)
             resp = GatedResponse(await (sending if deadlines is None
                                         else within(deadlines.headers(), sending)), rt.gate)
         except BaseException as exc:
             rt.gate.release()
+            if hop is not None:
+                proxied = await self._through_hop_failed(ledger, hop, hop_permit, exc,
+                                                         tries.url)
+                if proxied is not None:
+                    _unhook_frames(exc)
+                    return proxied
             if not isinstance(exc, Exception):
                 raise
             outcome, words = map_transport_error(exc)  # mapped at one place
             _unhook_frames(exc)
             return Seen(outcome, ledger.attempt(outcome, None, words))
+        if hop is not None and hop_permit is not None:
+            if resp.status == 407:  # a plain-http provider: the proxy's answer, not its
+                resp.close()
+                return self._proxy_seen(ledger, hop, hop_permit, status_failure(
+                    407, resp.headers, core.wall()))
+            core.proxies.succeeded(hop.name, hop_permit)  # it reached the provider
         ledger.headers_arrived()
         status = resp.status
         oauth = profile.auth_type == "oauth" or profile.token_command is not None or (
@@ -220,6 +269,63 @@ class OneProvider:
                     outcome = Outcome.CONTEXT_EXCEEDED
         return Seen(outcome, ledger.attempt(outcome, status, message), resp=resp,
                      payload=payload, limit=limit, auth=auth, sent_at=started, alone=alone)
+
+    # -- upstream proxies (issue 36) ----------------------------------------------------------
+
+    def _first_hop(self, ledger: Ledger, tries: Tries) -> Seen | None:
+        """Seed 000: the first eligible hop of the route; at most as many hops as are eligible
+        now will be tried. None when one is chosen, else why the provider has no route."""
+        core, route = self.core, ledger.rt.route
+        assert route is not None
+        hops = core.proxies.eligible(route.hops, core.clock())
+        tries.hop_cap = len(hops)
+        if hops:
+            tries.hop = hops[0]
+            return None
+        words = core.proxies.no_route(route, core.clock())
+        return Seen(Outcome.PROXY_REFUSED, ledger.attempt(Outcome.PROXY_REFUSED, None, words))
+
+    async def _through_hop_failed(self, ledger: Ledger, hop: Hop, permit: Permit | None,
+                                  exc: BaseException, url: str) -> Seen | None:
+        """A send through `hop` raised: the proxy's failure (its breaker counts it, never the
+        provider's), or None: the provider's own (classify.py maps it)."""
+        board = self.core.proxies
+        if not isinstance(exc, Exception):  # cancelled: nobody's failure
+            if permit is not None:
+                board.release(hop.name, permit)
+            return None
+        failure = proxy_failure(exc, hop, self.core.wall())
+        if failure is None:
+            if permit is not None:  # the proxy connected; what failed is beyond it
+                board.succeeded(hop.name, permit)
+            return None
+        if failure.kind is ProxyKind.UNTRUSTED:  # name who signed it, when it can be read
+            issuer = await self._issuer(hop, url, ledger.rt.profile.connect_timeout)
+            if issuer is not None:
+                failure = dataclasses.replace(failure, words=untrusted_words(None, issuer))
+        return self._proxy_seen(ledger, hop, permit, failure)
+
+    async def _issuer(self, hop: Hop, url: str, timeout_s: float) -> str | None:
+        """The issuer of the certificate presented through `hop` for `url`'s host, read once
+        per hop and host (engine/network/issuer.py) and remembered."""
+        key = (hop, url.split("/", 3)[2] if url.count("/") >= 2 else url)
+        issuer = self._issuers.get(key)
+        if issuer is None:  # (not known yet, or could not be read last time: again)
+            issuer = await presented_issuer(hop, url, timeout_s)
+            if issuer is not None:
+                if len(self._issuers) >= 64:
+                    self._issuers.clear()
+                self._issuers[key] = issuer
+        return issuer
+
+    def _proxy_seen(self, ledger: Ledger, hop: Hop, permit: Permit | None,
+                    failure: ProxyFailure) -> Seen:
+        self.core.proxies.failed(hop.name, permit, failure)
+        outcome = PROXY_OUTCOMES[failure.kind]
+        log.info("%s: upstream proxy %s (%s): %s", ledger.rt.name, hop.name, hop.where,
+                 failure.words)
+        return Seen(outcome, ledger.attempt(outcome, None, f"proxy {hop.name}: {failure.words}"),
+                    proxy=failure)
 
     def _model_unavailable(self, rt: ProviderRuntime, said: set[str], model: str | None,
                            words: str) -> None:

@@ -18,6 +18,12 @@ translation, a refused token refresh). A row says:
     ``WITHOUT_REFUSED`` again without what a cloud refused of the Anthropic API (a field it
     named, the betas it does not take), remembered for the profile and model; at most a few
     times a request, and not when nothing is left to drop.
+    ``NEXT_HOP``: an upstream proxy failed (issue 36): the same provider at once through the
+    route's next eligible proxy (seed 000: those that failed in this request excluded, at most
+    as many as were eligible when it started); ``PROXY_BACKOFF``: the proxy answered 429: the
+    same proxy again after the proxy's own `[retry]` backoff (its Retry-After honoured), then
+    the escalation sentence naming the proxy, then ``NEXT_HOP``. A proxy's rows never touch the
+    provider's breaker or health: the proxy's own state is engine/network/proxy_state.py's.
 ``failover``
     when not retried (or the retries are spent): True moves on along the chain; False hands the
     answer to the client (the served answer, or the provider's refusal of the client's own
@@ -71,6 +77,8 @@ class Retry(StrEnum):
     AT_CAP = "at_cap"
     AFTER_RESET = "after_reset"
     WITHOUT_REFUSED = "without_refused"
+    NEXT_HOP = "next_hop"
+    PROXY_BACKOFF = "proxy_backoff"
 
 
 class BreakerEffect(StrEnum):
@@ -132,6 +140,12 @@ POLICY: dict[Key, Rule] = dict((
     _row(Outcome.STREAM_ERROR,     _R.NO,             True,      _B.FAILURE, _H.LIVE_FAILURE),
     _row(Outcome.UNSUPPORTED_FIELD, _R.WITHOUT_REFUSED, True,     _B.RELEASE, _H.NONE),
     _row(Outcome.MODEL_UNAVAILABLE, _R.NO,            True,      _B.FAILURE, _H.LIVE_FAILURE),
+    _row(Outcome.PROXY_REFUSED,    _R.NEXT_HOP,       True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.PROXY_AUTH_FAILED, _R.NEXT_HOP,      True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.PROXY_REJECTED,   _R.NEXT_HOP,       True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.PROXY_BAD_GATEWAY, _R.NEXT_HOP,      True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.PROXY_RATE_LIMITED, _R.PROXY_BACKOFF, True,     _B.RELEASE, _H.NONE),
+    _row(Outcome.CERTIFICATE_UNTRUSTED, _R.NEXT_HOP,  True,      _B.RELEASE, _H.NONE),
     _row(Local.INVALID_REQUEST,    _R.NO,             False,     _B.RELEASE, _H.NONE),
     _row(Local.TRANSLATION_ERROR,  _R.NO,             True,      _B.RELEASE, _H.NONE),
     _row(Local.CREDENTIALS,        _R.NO,             True,      _B.RELEASE, _H.CREDENTIALS),
@@ -232,6 +246,25 @@ WHEN: dict[Key, str] = {
                                "FAILED_PRECONDITION (not enabled for the project) or 404 "
                                "NOT_FOUND, Bedrock's invalid model identifier or "
                                "ResourceNotFoundException; said in an event",
+    Outcome.PROXY_REFUSED: "the upstream proxy refuses the connection, its name does not "
+                           "resolve, it does not answer within `connect_timeout`, or TLS to it "
+                           "fails: the proxy's breaker counts it, the next proxy of the route "
+                           "is tried at once",
+    Outcome.PROXY_AUTH_FAILED: "the upstream proxy answered CONNECT with 407 (or 401, as "
+                               "tinyproxy does for a bad password), or a SOCKS5 proxy refused "
+                               "the user and password: the proxy is \"auth failed\" (red) "
+                               "until a success, a reset or a reload; the next proxy",
+    Outcome.PROXY_REJECTED: "the upstream proxy answered CONNECT with 403, or a SOCKS5 rule "
+                            "refused the connection: the next proxy",
+    Outcome.PROXY_BAD_GATEWAY: "the upstream proxy answered CONNECT with 502, 503 or 504: the "
+                               "next proxy",
+    Outcome.PROXY_RATE_LIMITED: "the upstream proxy answered CONNECT with 429: backoff at that "
+                                "proxy per its `[retry]` (Retry-After honoured), at most "
+                                "`max_attempts`; then the escalation naming the proxy, the "
+                                "proxy cools down, the next proxy",
+    Outcome.CERTIFICATE_UNTRUSTED: "through an upstream proxy, a certificate that does not "
+                                   "verify (a TLS-intercepting proxy whose CA is not trusted: "
+                                   "`set ca_bundle`): the proxy is red, the next proxy",
     Local.INVALID_REQUEST: "translation found the client's request malformed: nothing is sent, "
                            "the client gets a 400 in its own format",
     Local.TRANSLATION_ERROR: "claudex could not build the request for this provider (a claudex "

@@ -66,6 +66,7 @@ class Attempt:
     breaker: str | None = None             # the breaker state this attempt met
     dropped: tuple[str, ...] = ()          # what translation left out for this provider
     pool: str | None = None                # the pool `provider` served as a member of
+    proxy: str | None = None               # the upstream proxy the attempt went through
 
     @property
     def skipped(self) -> bool:
@@ -120,18 +121,24 @@ class Attempt:
             out["dropped"] = list(dropped) if isinstance(dropped, tuple) else dropped
         if self.pool is not None:
             out["pool"] = self.pool
+        if self.proxy is not None:
+            out["proxy"] = self.proxy
         return out
 
 
 _DETAIL_FIELDS = ("latency_ms", "headers_ms", "first_content_ms", "model", "max_tokens",
-                  "breaker", "dropped", "pool")
+                  "breaker", "dropped", "pool", "proxy")
 
 SKIP_OUTCOMES = frozenset({
     "breaker_open", "forced_open", "half_open_busy", "cooling_down", "disabled",
     "misconfigured", "needs_translation", "round_cap", "unknown_profile", "queue_full",
     "window_spent", "reserve", "slow",
-    "context_too_small",
+    "context_too_small", "no_route",
 })
+# An upstream proxy's failure (issue 36): the request never reached the provider, so it is
+# no error of the provider's (not in its error series, never its breaker's).
+PROXY_OUTCOMES = frozenset({"proxy_refused", "proxy_auth_failed", "proxy_rejected",
+                            "proxy_bad_gateway", "proxy_rate_limited", "certificate_untrusted"})
 # A profile that cannot be used as configured (its credentials included) says nothing about the
 # other providers: a chain whose other attempts were all rate limited still answers 429.
 CONFIG_SKIPS = frozenset({"disabled", "misconfigured", "needs_translation", "unknown_profile",

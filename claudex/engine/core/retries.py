@@ -27,7 +27,8 @@ class Retries:
         self.by_kind: dict[Retry, RetryHandler] = {
             Retry.NO: self.no_retry, Retry.BACKOFF: self.backoff,
             Retry.AFTER_REFRESH: self.after_refresh, Retry.AT_CAP: self.at_cap,
-            Retry.AFTER_RESET: self.after_reset, Retry.WITHOUT_REFUSED: self.without_refused}
+            Retry.AFTER_RESET: self.after_reset, Retry.WITHOUT_REFUSED: self.without_refused,
+            Retry.NEXT_HOP: self.next_hop, Retry.PROXY_BACKOFF: self.proxy_backoff}
         self._timers: set[int] = set()  # limits (by id) with a decrease waiting to be said
 
     async def no_retry(self, ledger: Ledger, exchange: Exchange, seen: Seen,
@@ -65,6 +66,47 @@ class Retries:
                 "cooldown", f"{rt.name}: rate limited, skipped for {cool:.0f}s "
                 f"({decision.reason})", rt.name, {"seconds": cool}))
         return Step(retry_after=max(cool, 0.0))
+
+    async def next_hop(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                       tries: Tries) -> Step:
+        """An upstream proxy failed (issue 36, seed 000): at once through the route's next
+        eligible proxy, those that failed in this request excluded, at most as many as were
+        eligible when it started; none left: the provider's part ends (nothing counted against
+        it) and the chain goes on."""
+        route = ledger.rt.route
+        if tries.hop is not None:
+            tries.failed_hops.append(tries.hop.name)
+        if route is None or len(tries.failed_hops) >= tries.hop_cap:
+            return Step()
+        hops = self.core.proxies.eligible(route.hops, self.core.clock(), tries.failed_hops)
+        if not hops:
+            return Step()
+        tries.hop, tries.proxy_rate_limited = hops[0], 0
+        return Step(again=True)
+
+    async def proxy_backoff(self, ledger: Ledger, exchange: Exchange, seen: Seen,
+                            tries: Tries) -> Step:
+        """The proxy answered CONNECT with 429 (seed 001): wait as the proxy's own `[retry]`
+        and its Retry-After say and try the same proxy again, at most `max_attempts`; then the
+        escalation sentence naming the proxy, the proxy cools down, and the next proxy."""
+        core, hop = self.core, tries.hop
+        assert hop is not None
+        state = core.proxies.get(hop.name)
+        retry = state.spec.retry if state is not None else ledger.rt.profile.retry
+        tries.proxy_rate_limited += 1
+        headers = seen.proxy.headers if seen.proxy is not None else {}
+        decision = backoff.rate_limit_decision(tries.proxy_rate_limited, headers, retry,
+                                               core.wall(), core.rand)
+        if decision.wait is not None:
+            return Step(again=True, wait=decision.wait)
+        core.escalate(f"Repeated rate-limit errors from the upstream proxy {hop.name} "
+                      f"({hop.where}) — pausing retries here; consider reducing concurrent "
+                      "requests or retrying later.")
+        core.proxies.cool(hop.name, backoff.cooldown_seconds(headers, retry, core.wall()))
+        step = await self.next_hop(ledger, exchange, seen, tries)
+        if not step.again:
+            return Step(retry_after=seen.proxy.retry_after if seen.proxy is not None else None)
+        return step
 
     async def after_refresh(self, ledger: Ledger, exchange: Exchange, seen: Seen,
                              tries: Tries) -> Step:

@@ -15,6 +15,7 @@ from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.gate import ProviderGate, RetryBudget
 from claudex.engine.credentials.upstream import UpstreamCredentials
 from claudex.engine.health.slowness import Slowness
+from claudex.engine.network.routes import Route
 from claudex.providers.windows import RawHeaders, Window, clock_text, read_windows, window_words
 
 Color = Literal["green", "yellow", "red"]
@@ -64,6 +65,10 @@ class ProviderRuntime:
     # Real traffic's latency against its own baseline (engine/health/slowness.py, issue 30): judged
     # every few seconds by the engine's slow watch, never on the request path.
     slowness: Slowness = field(default_factory=Slowness)
+    # How requests reach the provider (issue 36, engine/network/routes.py): None for a plain
+    # direct route with default TLS, so the usual request pays one `is None` and nothing else;
+    # resolved when the config loads, never per request.
+    route: Route | None = None
     # claudex's own limits here (engine/core/gate.py): slots in flight, the queue, 429 retries.
     gate: ProviderGate = field(init=False)
     budget: RetryBudget = field(init=False)

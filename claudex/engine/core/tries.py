@@ -6,7 +6,7 @@ has been used of the row's retries (`Tries`); and the part of the engine it work
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from claudex.config.model import Config
@@ -21,6 +21,9 @@ from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.core.transport import Transport, UpstreamResponse
 from claudex.engine.credentials.cache import AuthHeaders
 from claudex.engine.events import EventBus
+from claudex.engine.network.failures import ProxyFailure
+from claudex.engine.network.proxy_state import ProxyBoard
+from claudex.engine.network.routes import Hop
 
 if TYPE_CHECKING:  # routing builds requests the core serves: a type only, no import cycle
     from claudex.engine.core.pools import PoolBalancer
@@ -42,6 +45,7 @@ class EngineCore(Protocol):
     routing: Routing | None
     pools: PoolBalancer | None
     slow: SlowWatch
+    proxies: ProxyBoard  # the upstream proxies' state (read only for a routed provider)
 
     def escalate(self, sentence: str) -> None: ...
 
@@ -62,6 +66,7 @@ class Seen:
     problem: str | None = None            # CREDENTIALS: why they could not be read
     sent_at: float = 0.0                  # when it was sent (the adaptive limit reads it)
     alone: bool = False                   # it was claudex's only request in flight there
+    proxy: ProxyFailure | None = None     # a proxy's failure: what it was (its Retry-After)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,12 @@ class Tries:
     refreshed: bool = False
     capped: bool = False
     mended: int = 0            # tries again without what a cloud refused (engine/clouds/)
+    # Through upstream proxies (issue 36, seed 000): the hop in use, the hops that failed in
+    # this request, how many were eligible when it started, the proxy's 429s at this hop.
+    hop: Hop | None = None
+    failed_hops: list[str] = field(default_factory=list)
+    hop_cap: int = 0
+    proxy_rate_limited: int = 0
 
 
 RetryHandler = Callable[[Ledger, Exchange, Seen, Tries], Awaitable[Step]]

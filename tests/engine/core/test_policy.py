@@ -32,6 +32,7 @@ from claudex.engine.core.policy import (
     breaker_failure,
     dispositions,
 )
+from claudex.engine.network.routes import Hop, Route
 from claudex.providers import translate
 from tests import cloud_world
 from tests.conftest import (
@@ -44,6 +45,8 @@ from tests.conftest import (
     served_models,
 )
 from tests.engine.credentials.test_proxy_oauth import oauth_profile, write_credentials
+from tests.engine.network.local_proxies import ConnectProxy, closed_port, private_ca, tls_front
+from tests.engine.network.static_network import http_hop, network
 
 F = TypeVar("F", bound=Callable[..., Any])
 TESTED: set[Key] = set()
@@ -77,6 +80,13 @@ EXPECTED: dict[Key, tuple[Retry, bool, BreakerEffect, HealthEffect]] = {
     Outcome.STREAM_ERROR: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
     Outcome.UNSUPPORTED_FIELD: (_R.WITHOUT_REFUSED, True, _B.RELEASE, _H.NONE),
     Outcome.MODEL_UNAVAILABLE: (_R.NO, True, _B.FAILURE, _H.LIVE_FAILURE),
+    # An upstream proxy's failure (issue 36): never the provider's breaker or health.
+    Outcome.PROXY_REFUSED: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
+    Outcome.PROXY_AUTH_FAILED: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
+    Outcome.PROXY_REJECTED: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
+    Outcome.PROXY_BAD_GATEWAY: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
+    Outcome.PROXY_RATE_LIMITED: (_R.PROXY_BACKOFF, True, _B.RELEASE, _H.NONE),
+    Outcome.CERTIFICATE_UNTRUSTED: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
     Local.INVALID_REQUEST: (_R.NO, False, _B.RELEASE, _H.NONE),
     Local.TRANSLATION_ERROR: (_R.NO, True, _B.RELEASE, _H.NONE),
     Local.CREDENTIALS: (_R.NO, True, _B.RELEASE, _H.CREDENTIALS),
@@ -494,6 +504,93 @@ async def test_a_model_the_cloud_cannot_serve_fails_over(fakes: Any, proxy_facto
         resp = await proxy.messages()
         assert resp.status_code == 200
         _check(proxy, resp, POLICY[Outcome.MODEL_UNAVAILABLE], await _trail(proxy))
+
+
+# -- an upstream proxy's rows (issue 36): the provider behind two proxies that both fail ----------
+
+
+async def _via_proxies(fakes: Any, proxy_factory: Any, hops: tuple[Hop, ...],
+                       base_url: str | None = "https://127.0.0.1:9",
+                       ssl_context: Any = None) -> Proxy:
+    """primary (backup: backup) with primary's route through `hops`; `base_url`: https, so
+    the proxies are asked to CONNECT (nothing listens there: a failing proxy never gets that
+    far)."""
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    text = profile_toml("primary", f["primary"], backups=["backup"]) + profile_toml(
+        "backup", f["backup"])
+    if base_url is not None:
+        text = text.replace(f["primary"].base_url, base_url, 1)
+    proxy: Proxy = await proxy_factory(build_config(text), fakes=f, resolve_network=network(
+        {"primary": Route(hops, ssl_context)}, max_attempts=2))
+    return proxy
+
+
+async def _proxy_row(fakes: Any, proxy_factory: Any, key: Outcome, status: int) -> None:
+    corp, corp2 = (await ConnectProxy(status, {"Retry-After": "1"}).start(),
+                   await ConnectProxy(status, {"Retry-After": "1"}).start())
+    try:
+        proxy = await _via_proxies(fakes, proxy_factory, (http_hop("corp", corp.port),
+                                                          http_hop("corp-2", corp2.port)))
+        resp = await proxy.messages()
+        outcomes = await _trail(proxy)
+        _check(proxy, resp, POLICY[key], outcomes)
+        assert {a.split(":")[0] for a in resp.headers["x-claudex-attempts"].split(",")} == {
+            "primary", "backup"}
+        assert corp.connects >= 1 and corp2.connects >= 1  # seed 000: the next one at once
+    finally:
+        await corp.close()
+        await corp2.close()
+
+
+@row(Outcome.PROXY_REFUSED)
+async def test_a_refusing_proxy_is_the_proxys_failure(fakes: Any, proxy_factory: Any) -> None:
+    proxy = await _via_proxies(fakes, proxy_factory, (http_hop("corp", closed_port()),
+                                                      http_hop("corp-2", closed_port())))
+    resp = await proxy.messages()
+    outcomes = await _trail(proxy)
+    _check(proxy, resp, POLICY[Outcome.PROXY_REFUSED], outcomes)
+    assert outcomes == ["proxy_refused", "proxy_refused"]
+
+
+@row(Outcome.PROXY_AUTH_FAILED)
+async def test_a_proxy_refusing_the_password_is_the_proxys(fakes: Any,
+                                                           proxy_factory: Any) -> None:
+    await _proxy_row(fakes, proxy_factory, Outcome.PROXY_AUTH_FAILED, 407)
+
+
+@row(Outcome.PROXY_REJECTED)
+async def test_a_proxy_forbidding_the_connect_is_the_proxys(fakes: Any,
+                                                            proxy_factory: Any) -> None:
+    await _proxy_row(fakes, proxy_factory, Outcome.PROXY_REJECTED, 403)
+
+
+@row(Outcome.PROXY_BAD_GATEWAY)
+async def test_a_proxys_bad_gateway_is_the_proxys(fakes: Any, proxy_factory: Any) -> None:
+    await _proxy_row(fakes, proxy_factory, Outcome.PROXY_BAD_GATEWAY, 503)
+
+
+@row(Outcome.PROXY_RATE_LIMITED)
+async def test_a_proxys_429_backs_off_there_then_moves_on(fakes: Any,
+                                                          proxy_factory: Any) -> None:
+    await _proxy_row(fakes, proxy_factory, Outcome.PROXY_RATE_LIMITED, 429)
+
+
+@row(Outcome.CERTIFICATE_UNTRUSTED)
+async def test_an_untrusted_certificate_through_a_proxy_is_the_proxys(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    _ca, server_tls = private_ca(tmp_path)
+    corp, corp2 = await ConnectProxy().start(), await ConnectProxy().start()
+    f = await fakes(("target", "anthropic"))
+    try:
+        async with tls_front(server_tls, int(f["target"].base_url.rsplit(":", 1)[1])) as port:
+            proxy = await _via_proxies(fakes, proxy_factory, (
+                http_hop("corp", corp.port), http_hop("corp-2", corp2.port)),
+                base_url=f"https://127.0.0.1:{port}")
+            resp = await proxy.messages()
+            _check(proxy, resp, POLICY[Outcome.CERTIFICATE_UNTRUSTED], await _trail(proxy))
+    finally:
+        await corp.close()
+        await corp2.close()
 
 
 def test_every_row_is_tested_through_the_proxy() -> None:
