@@ -3,15 +3,14 @@ route (`via corp`; nothing for a direct one), a route's trouble names the proxy 
 behind it, the proxies' strip (hidden without proxies) shows state, requests and last error, and
 `t`/`r` on a proxy's row trip and reset it by name through the link, as they do a provider.
 
-The engine is the real in-process one; `ProxyLink` overlays the route and `upstream_proxies`
-parts of the status (the engine's own, helper netwire's, has the same shape) and records what
+The engine is the real in-process one; `ProxyOverlayLink` overlays the route and
+`upstream_proxies` parts of the status (the engine's own has the same shape) and records what
 trip and reset were asked for the proxies' names.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,9 +24,9 @@ from claudex.console.components.proxy_strip import (
     route_label,
     route_trouble,
 )
-from claudex.console.link import LocalLink
 from claudex.console.screens import ConfirmScreen
 from claudex.console.screens.trip_dialog import TripScreen
+from claudex.console.screenshots.proxies import ProxyOverlayLink as ProxyLink
 from claudex.engine.engine import Engine
 from tests.conftest import TEST_ENV, build_config
 
@@ -74,40 +73,6 @@ ROUTES: dict[str, dict[str, Any]] = {
 }
 
 
-class ProxyLink(LocalLink):
-    """The engine's status with routes and upstream proxies overlaid; trip/reset of a proxy's
-    name recorded (the engine on this branch knows only profiles)."""
-
-    def __init__(self, engine: Engine, proxies: list[dict[str, Any]],
-                 routes: Mapping[str, dict[str, Any]]) -> None:
-        super().__init__(engine)
-        self.proxies = proxies
-        self.routes = routes
-        self.asked: list[tuple[str, str]] = []
-
-    def snapshot(self) -> dict[str, Any]:
-        snapshot = super().snapshot()
-        for profile in snapshot.get("profiles") or []:
-            if profile["name"] in self.routes:
-                profile["route"] = copy.deepcopy(self.routes[profile["name"]])
-        if self.proxies:
-            snapshot["upstream_proxies"] = copy.deepcopy(self.proxies)
-        return snapshot
-
-    async def trip(self, name: str, seconds: float | None = None,
-                   reason: str | None = None) -> bool:
-        if any(p["name"] == name for p in self.proxies):
-            self.asked.append(("trip", name))
-            return True
-        return await super().trip(name, seconds, reason)
-
-    async def reset(self, name: str) -> bool:
-        if any(p["name"] == name for p in self.proxies):
-            self.asked.append(("reset", name))
-            return True
-        return await super().reset(name)
-
-
 @pytest.fixture
 async def engine() -> AsyncIterator[Engine]:
     made = Engine(build_config(PROFILES), env=TEST_ENV)
@@ -137,7 +102,7 @@ def test_route_words_from_status() -> None:
 def test_proxy_words_say_state_requests_profiles_and_last_error() -> None:
     words = proxy_words(CORP_OPEN)
     assert words.startswith("http://alice:****@proxy.corp:3128 · open · half-open in 18s")
-    assert "120 req · 3 failed · for claude · last: connection refused" in words
+    assert "120 req · 3 failed · last: connection refused · for claude" in words
     assert proxy_words(CORP_2) == "socks5h://proxy2.corp:1080 · closed · 41 req · for claude-backup"
 
 

@@ -55,20 +55,20 @@ def proxy_colour(proxy: Mapping[str, Any]) -> str:
 
 
 def proxy_words(proxy: Mapping[str, Any]) -> str:
-    """Plain words for one proxy: `proxy.corp:3128 · closed · 120 req · 3 failed · for claude,
-    claude-backup · last: connection refused` (the URL as status masks it)."""
+    """Plain words for one proxy: `http://proxy.corp:3128 · open · half-open in 11s · 120 req ·
+    3 failed · last: connection refused · for claude, grok` (the URL as status masks it)."""
     breaker = proxy.get("breaker") if isinstance(proxy.get("breaker"), Mapping) else {}
     parts = [safe(str(proxy.get("url") or ""), 60), breaker_words(breaker or {})]
     parts.append(f"{int(proxy.get('requests') or 0)} req")
     failures = int(proxy.get("failures") or 0)
     if failures:
         parts.append(f"{failures} failed")
+    error = proxy.get("last_error")  # before the profiles: a narrow screen cuts the tail
+    if error:
+        parts.append(f"last: {safe(str(error), 120)}")
     profiles = [str(p) for p in proxy.get("profiles") or []]
     if profiles:
         parts.append("for " + ", ".join(profiles))
-    error = proxy.get("last_error")
-    if error:
-        parts.append(f"last: {safe(str(error), 120)}")
     return " · ".join(p for p in parts if p)
 
 
