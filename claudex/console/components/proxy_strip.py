@@ -24,6 +24,7 @@ from claudex.console.colors import variable
 from claudex.console.components.text_line import TextLine
 from claudex.console.format import breaker_words, safe
 from claudex.console.messages import ProxySelected
+from claudex.text.status import mask_url_password
 
 COLOURS = frozenset({"green", "yellow", "red"})
 
@@ -58,7 +59,8 @@ def proxy_words(proxy: Mapping[str, Any]) -> str:
     """Plain words for one proxy: `http://proxy.corp:3128 · open · half-open in 11s · 120 req ·
     3 failed · last: connection refused · for claude, grok` (the URL as status masks it)."""
     breaker = proxy.get("breaker") if isinstance(proxy.get("breaker"), Mapping) else {}
-    parts = [safe(str(proxy.get("url") or ""), 60), breaker_words(breaker or {})]
+    parts = [safe(mask_url_password(str(proxy.get("url") or "")), 60),
+             breaker_words(breaker or {})]
     parts.append(f"{int(proxy.get('requests') or 0)} req")
     failures = int(proxy.get("failures") or 0)
     if failures:
