@@ -456,7 +456,7 @@ _REQUIRED_POOL_KEYS = ("name", "members")
 # A Claudex profile key claudex cannot use: accepted, and the profile is shown misconfigured.
 _CLAUDEX_ONLY_PROFILE_KEYS = frozenset({"api_key_keyring"})
 _SECTIONS = ("proxy", "breaker", "retry", "health", "fleet", "history", "telemetry",
-             "profiles", "model_aliases", "routes", "router")
+             "profiles", "model_aliases", "routes", "router", "network", "upstream_proxies")
 # Claudex features claudex does not have: a warning, and the key is ignored.
 _NOT_IMPLEMENTED = ("hyperlinks", "context")
 _TOP_LEVEL_KEYS = (*_SECTIONS, *_TOP_LEVEL_PROXY_KEYS, "claude_binary", *_NOT_IMPLEMENTED)

@@ -48,6 +48,15 @@ from claudex.config._cloud_checks import (
 from claudex.config._fleet_checks import FLEET_KEYS, GENERATE_KEY, fleet_key_problem
 from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._lines import _BARE_KEY, KeyPath, _KeyLines
+from claudex.config._network_checks import (
+    NETWORK_KEYS,
+    PROFILE_NETWORK_KEYS,
+    REQUIRED_UPSTREAM_PROXY_KEYS,
+    UPSTREAM_PROXY_KEYS,
+    NetProblem,
+    proxy_problems,
+    table_problems,
+)
 from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS, route_problems
 from claudex.config._secrets import _profile_problem
 from claudex.config.clouds import default_base_url
@@ -59,6 +68,7 @@ from claudex.config.model import (
     FleetSettings,
     HealthSettings,
     HistorySettings,
+    NetworkSettings,
     Pool,
     Profile,
     ProxySettings,
@@ -66,7 +76,11 @@ from claudex.config.model import (
     RouterSettings,
     RoutesSettings,
     TelemetrySettings,
+    UpstreamProxy,
 )
+
+# A provider's table: its own keys, the global sections' it may override, and the network's.
+PROFILE_SCHEMA: Mapping[str, Checker] = {**_PROFILE_KEYS, **PROFILE_NETWORK_KEYS}
 
 
 @dataclass(frozen=True)
@@ -95,6 +109,8 @@ class _CheckedProfile:
     uses_keyring: bool = False
     # `members` and no `base_url`: a pool (DESIGN.md "Pools").
     pool: bool = False
+    # An `[[upstream_proxies]]` entry (named like profiles, in the same name space).
+    proxy: bool = False
 
 
 class _Builder:
@@ -138,13 +154,16 @@ class _Builder:
         routes_values = self._section(data, "routes", ROUTES_KEYS)
         router_values = self._section(data, "router", ROUTER_KEYS)
         checked = self._profiles(data.get("profiles", []))
+        network_values = self._section(data, "network", NETWORK_KEYS)
+        proxies = self._upstream_proxies(data.get("upstream_proxies", []))
 
         proxy = replace(ProxySettings(), **proxy_values)
         breaker = self._merge_breaker(BreakerSettings(), breaker_values, _TOP.child("breaker"))
         retry = self._merge_retry(RetrySettings(), retry_values, _TOP.child("retry"))
         health = replace(HealthSettings(), **health_values)
 
-        by_name = self._check_names(checked)
+        by_name = self._check_names(checked, proxies)
+        self._check_network(network_values, checked, proxies)
         self._check_backups(checked, by_name)
         self._check_pools(checked, by_name)
         self._check_proxy(proxy, proxy_values, by_name)
@@ -156,6 +175,14 @@ class _Builder:
                 self._merge_retry(retry, _pick(profile.values, _RETRY_KEYS), profile.where),
             )
             for profile in checked if not profile.pool
+        ]
+        merged_proxies = [
+            (
+                entry,
+                self._merge_breaker(breaker, _pick(entry.values, _BREAKER_KEYS), entry.where),
+                self._merge_retry(retry, _pick(entry.values, _RETRY_KEYS), entry.where),
+            )
+            for entry in proxies
         ]
         if self._issues:
             raise ConfigError(_reading_order(self._issues))
@@ -178,6 +205,13 @@ class _Builder:
             router=replace(RouterSettings(), **router_values),
             profiles=profiles,
             pools=pools,
+            network=replace(NetworkSettings(), **network_values),
+            upstream_proxies=tuple(
+                UpstreamProxy(name=entry.values["name"], url=entry.values["url"],
+                              password_env=entry.values.get("password_env"),
+                              enabled=entry.values.get("enabled", True),
+                              breaker=proxy_breaker, retry=proxy_retry)
+                for entry, proxy_breaker, proxy_retry in merged_proxies),
             model_aliases=model_aliases,
             warnings=tuple(_reading_order(self._warnings)),
             claude_binary=claude_binary,
@@ -311,7 +345,7 @@ class _Builder:
         if "members" in table:
             self._report(where.child("members"), "a pool has members and no base_url, a "
                          "provider a base_url and no members: remove one of the two")
-        values = self._check_table(table, _PROFILE_KEYS, where,
+        values = self._check_table(table, PROFILE_SCHEMA, where,
                                    _CLAUDEX_ONLY_PROFILE_KEYS | {"members"})
         for key in required_profile_keys(values.get("provider_type")):
             if key not in table:
@@ -372,23 +406,76 @@ class _Builder:
                     self._report(pool.where.child("weights"),
                                  f"{_quoted(member)} is not a member of this pool", (member,))
 
-    def _check_names(self, profiles: list[_CheckedProfile]) -> dict[str, _CheckedProfile]:
-        """The first profile of each name; later ones with the same name are reported."""
+    def _check_names(self, profiles: list[_CheckedProfile],
+                     proxies: list[_CheckedProfile]) -> dict[str, _CheckedProfile]:
+        """The first profile of each name; later ones with the same name are reported. Profiles,
+        pools and upstream proxies share one name space (`claudex trip NAME` takes any); the
+        mapping returned holds profiles and pools only."""
         by_name: dict[str, _CheckedProfile] = {}
-        for profile in profiles:
-            if profile.name is None:
+        taken: dict[str, _CheckedProfile] = {}
+        # In the file's order, so "first defined" is the one written first.
+        entries = sorted([*profiles, *proxies],
+                         key=lambda entry: self._lines.line_of(entry.where.loc) or 0)
+        for entry in entries:
+            if entry.name is None:
                 continue
-            first = by_name.get(profile.name)
+            first = taken.get(entry.name)
             if first is None:
-                by_name[profile.name] = profile
+                taken[entry.name] = entry
+                if not entry.proxy:
+                    by_name[entry.name] = entry
                 continue
             first_line = self._lines.line_of((*first.where.loc, "name"))
             where = f" (first defined on line {first_line})" if first_line is not None else ""
-            self._report(
-                profile.where.child("name"),
-                f"duplicate profile name {_quoted(profile.name)}{where}",
-            )
+            if entry.proxy or first.proxy:
+                what = "an upstream proxy" if first.proxy else "a profile"
+                message = f"duplicate name {_quoted(entry.name)}: {what} has it{where}"
+            else:
+                message = f"duplicate profile name {_quoted(entry.name)}{where}"
+            self._report(entry.where.child("name"), message)
         return by_name
+
+    def _upstream_proxies(self, raw: object) -> list[_CheckedProfile]:
+        """`[[upstream_proxies]]`: each entry's keys, and its password's whereabouts."""
+        if not isinstance(raw, list):
+            self._report(_TOP.child("upstream_proxies"),
+                         "must be an array of tables: write [[upstream_proxies]]")
+            return []
+        found: list[_CheckedProfile] = []
+        for index, table in enumerate(raw):
+            where = _Where(("upstream_proxies", index), f"upstream_proxies[{index}]")
+            if not isinstance(table, dict):
+                self._report(where, f"must be a table, not {_type_name(table)}")
+                continue
+            raw_name = table.get("name")
+            name = raw_name if isinstance(raw_name, str) and raw_name.strip() else None
+            if name is not None:
+                part = name if _BARE_KEY.fullmatch(name) else _quoted(name)
+                where = _Where(where.loc, f"upstream_proxies.{part}")
+            values = self._check_table(table, UPSTREAM_PROXY_KEYS, where)
+            for key in REQUIRED_UPSTREAM_PROXY_KEYS:
+                if key not in table:
+                    self._report(where.child(key), "missing required key")
+            self._net_problems(where, proxy_problems(values, self._env))
+            found.append(_CheckedProfile(where, values, name, proxy=True))
+        return found
+
+    def _check_network(self, network: Mapping[str, Any], profiles: list[_CheckedProfile],
+                       proxies: list[_CheckedProfile]) -> None:
+        """`[network]`'s and each provider's network keys: names that exist, files that read."""
+        enabled = {entry.values["name"]: entry.values.get("enabled", True)
+                   for entry in proxies if "name" in entry.values}
+        self._net_problems(_TOP.child("network"),
+                           table_problems(network, self._env, enabled))
+        for profile in profiles:
+            if not profile.pool:
+                self._net_problems(profile.where, table_problems(
+                    profile.values, self._env, enabled, fill=network))
+
+    def _net_problems(self, where: _Where, problems: list[NetProblem]) -> None:
+        for problem in problems:
+            (self._warn if problem.warning else self._report)(
+                where.child(problem.key), problem.message, problem.at)
 
     def _check_backups(
         self, profiles: list[_CheckedProfile], by_name: Mapping[str, _CheckedProfile]
@@ -513,6 +600,7 @@ class _Builder:
             connect_timeout=values.get("connect_timeout", proxy.connect_timeout),
             read_timeout=values.get("read_timeout", proxy.read_timeout),
             **{key: values.get(key, getattr(proxy, key)) for key in _PER_PROVIDER_LIMITS},
+            **_pick(values, PROFILE_NETWORK_KEYS),
             problem=_profile_problem(values, self._env, uses_keyring=checked.uses_keyring),
         )
 

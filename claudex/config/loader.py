@@ -27,15 +27,17 @@ from dataclasses import replace
 from pathlib import Path
 
 # Names other modules and the tests import from here; the `X as X` form re-exports them.
-from claudex.config._checks import _PROFILE_KEYS as _PROFILE_KEYS
 from claudex.config._checks import _PROXY_KEYS as _PROXY_KEYS
 from claudex.config._checks import Checker as Checker
 from claudex.config._lines import KeyPath as KeyPath
 from claudex.config._lines import _KeyLines as _KeyLines
 from claudex.config._lines import _Scanner as _Scanner
 from claudex.config._secrets import DEFAULT_CREDENTIALS_FILES as DEFAULT_CREDENTIALS_FILES
-from claudex.config._validate import _Builder
+from claudex.config._validate import PROFILE_SCHEMA, _Builder
 from claudex.config.model import Config, ConfigError, ConfigIssue
+
+# Every key a provider's table may hold, the network's included (tests and the editor read it).
+_PROFILE_KEYS = PROFILE_SCHEMA
 
 # ---------------------------------------------------------------------------------------------
 # Public API

@@ -292,7 +292,8 @@ class Profile:
 class NetworkSettings:
     """`[network]`: how every profile reaches its provider unless the profile says otherwise.
     Each `upstream_proxy` entry is "env" (the environment's proxy variables), "direct", a proxy
-    URL (http, https, socks5, socks5h) or an `[[upstream_proxies]]` name; a list is tried in order."""
+    URL (http, https, socks5, socks5h) or an `[[upstream_proxies]]` name; a list is tried in
+    order."""
 
     upstream_proxy: tuple[str, ...] = ("env",)
     ca_bundle: str | None = None
