@@ -15,12 +15,19 @@ from claudex.config import _checks
 from claudex.config._checks import Checker
 from claudex.config._fleet_checks import FLEET_KEYS
 from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
+from claudex.config._network_checks import (
+    NETWORK_KEYS,
+    PROFILE_NETWORK_KEYS,
+    REQUIRED_UPSTREAM_PROXY_KEYS,
+    UPSTREAM_PROXY_KEYS,
+)
 from claudex.config._routes_checks import ROUTER_KEYS, ROUTES_KEYS
 from claudex.config.model import (
     BreakerSettings,
     FleetSettings,
     HealthSettings,
     HistorySettings,
+    NetworkSettings,
     Pool,
     Profile,
     ProxySettings,
@@ -28,6 +35,7 @@ from claudex.config.model import (
     RouterSettings,
     RoutesSettings,
     TelemetrySettings,
+    UpstreamProxy,
 )
 from claudex.docs_gen.example_file import ExampleFile, parse
 from claudex.docs_gen.markdown import code, table
@@ -46,6 +54,8 @@ class Section:
     keys: Mapping[str, Checker]
     settings: type[Any]
     note: str = ""
+    required: tuple[str, ...] = ()
+    array: bool = False  # an array of tables: `[[name]]`
 
 
 # Every table the loader reads (`_checks._SECTIONS`) has a place here or below; a new one that
@@ -61,6 +71,13 @@ SECTIONS: tuple[Section, ...] = (
             "read at start; a reload does not change it"),
     Section("routes", ROUTES_KEYS, RoutesSettings, "requests on /v1/... only"),
     Section("router", ROUTER_KEYS, RouterSettings, "Claudex's"),
+    Section("network", NETWORK_KEYS, NetworkSettings, "every key also per profile"),
+    # A proxy's own [breaker] and [retry] keys are the globals' (said in the section's words).
+    Section("upstream_proxies", {k: v for k, v in UPSTREAM_PROXY_KEYS.items()
+                                 if k not in _checks._BREAKER_KEYS
+                                 and k not in _checks._RETRY_KEYS},
+            UpstreamProxy, "one per proxy; also the [breaker] and [retry] keys",
+            REQUIRED_UPSTREAM_PROXY_KEYS, array=True),
 )
 _SPECIAL_TABLES = ("profiles", "model_aliases")
 # Defaults the loader applies that differ from the model's field (which holds the resolved
@@ -140,10 +157,12 @@ _HEADERS = ("key", "default", "type", "meaning")
 
 def _section(section: Section, example: ExampleFile) -> list[str]:
     note = f" ({section.note})" if section.note else ""
-    lines = [f"## `[{section.name}]`{note} {{#{section.name}}}", ""]
+    header = f"[[{section.name}]]" if section.array else f"[{section.name}]"
+    lines = [f"## `{header}`{note} {{#{section.name}}}", ""]
     if words := example.tables.get(section.name):
         lines += [words, ""]
-    lines += [table(_HEADERS, _rows(section.name, section.keys, section.settings, example)), ""]
+    lines += [table(_HEADERS, _rows(section.name, section.keys, section.settings, example,
+                                    section.required)), ""]
     return lines
 
 
@@ -156,7 +175,7 @@ def _profiles(example: ExampleFile) -> list[str]:
                                     _checks._REQUIRED_PROFILE_KEYS)), ""]
     overrides = [(name, [k for k in keys if k not in own]) for name, keys in (
         ("breaker", _checks._BREAKER_KEYS), ("retry", _checks._RETRY_KEYS),
-        ("proxy", _checks._TIMEOUT_KEYS))]
+        ("proxy", _checks._TIMEOUT_KEYS), ("network", PROFILE_NETWORK_KEYS))]
     named = "; ".join(f"[`[{name}]`](#{name}) " + ", ".join(code(k) for k in keys)
                       for name, keys in overrides if keys)
     lines += [f"A profile may also set, for itself alone: {named}.", ""]
