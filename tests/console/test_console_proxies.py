@@ -24,10 +24,12 @@ from claudex.console.components.proxy_strip import (
     route_label,
     route_trouble,
 )
+from claudex.console.format import event_colour
 from claudex.console.screens import ConfirmScreen
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.console.screenshots.proxies import ProxyOverlayLink as ProxyLink
 from claudex.engine.engine import Engine
+from claudex.engine.events import Event
 from tests.conftest import TEST_ENV, build_config
 
 SIZE = (140, 44)
@@ -226,3 +228,14 @@ async def test_the_table_view_keeps_the_strip(engine: Engine) -> None:
         await settle(app, pilot)
         assert app.main_screen.view == "table"
         assert app.main_screen.query_one(ProxyStrip).display
+
+
+@pytest.mark.parametrize(("data", "colour"), [
+    ({"new": "open"}, "red"), ({"new": "half_open"}, "yellow"), ({"new": "closed"}, "green"),
+    ({"state": "auth_failed"}, "red"), ({"state": "untrusted"}, "red"),
+    ({"state": "cooling"}, "yellow"), ({"state": "ok"}, "green"),
+])
+def test_proxy_events_take_their_state_colour(data: dict[str, str], colour: str) -> None:
+    """The engine's proxy events (kind "proxy", helper netwire's ProxyBoard) in the event log."""
+    event = Event("proxy", "proxy corp ...", "corp", {"proxy": "corp", **data})  # type: ignore[arg-type]
+    assert event_colour(event) == colour
