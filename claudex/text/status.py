@@ -180,6 +180,11 @@ def proxy_table(proxies: list[dict[str, Any]]) -> Table:
         state_text = state.replace("_", "-") + (f" {duration_words(retry)}"
                                                  if isinstance(retry, int | float) and retry
                                                  else "")
+        reason = proxy.get("health_reason")
+        if reason and reason != "ok":  # "proxy auth failed", a cooldown, a certificate
+            state_text += f" · {SCRUBBER.text(str(reason))}"
+        if proxy.get("enabled") is False:
+            state_text = "disabled · " + state_text
         error = proxy.get("last_error")
         table.add_row(
             Text(f"● {proxy.get('name', '?')}", style=_COLOR_STYLE.get(color, "")),

@@ -219,3 +219,19 @@ def test_init_comments_out_what_would_not_load(
     assert "commented out" in init_out
     config = load_config(target)
     assert config.network.ca_bundle is None and config.network.client_cert is None
+
+
+# -- claudex's own calls to an engine on this machine -------------------------------------------
+
+@pytest.mark.parametrize(("url", "trusted"), [
+    ("http://127.0.0.1:13456", False), ("http://localhost:13456", False),
+    ("http://[::1]:13456", False), ("http://127.1.2.3:80", False),
+    ("http://claudex.localhost:1", False), ("http://engine.corp:13456", True),
+])
+def test_admin_calls_take_no_environment_proxy_to_this_machine(url: str, trusted: bool) -> None:
+    from claudex.cli.common import trust_env_for
+    from claudex.console.http_link import HttpLink
+
+    assert trust_env_for(url) is trusted
+    if "claudex.localhost" not in url:  # (the console's rule is is_local_url's)
+        assert HttpLink(url)._http().trust_env is trusted

@@ -108,6 +108,13 @@ def test_proxy_words_say_state_requests_profiles_and_last_error() -> None:
     assert proxy_words(CORP_2) == "socks5h://proxy2.corp:1080 · closed · 41 req · for claude-backup"
 
 
+def test_proxy_words_say_the_engines_reason_and_disabled() -> None:
+    auth = {**CORP_2, "health": "red", "health_reason": "proxy auth failed"}
+    assert "closed · proxy auth failed · 41 req" in proxy_words(auth)
+    assert "· disabled · closed" in proxy_words({**CORP_2, "enabled": False})
+    assert "ok" not in proxy_words({**CORP_2, "health_reason": "ok"}).split(" · ")
+
+
 def test_proxy_words_mask_a_secret_in_an_error() -> None:
     proxy = {**CORP_2, "last_error": "407 from proxy (key sk-ant-api03-abcdefgh12345678)"}
     assert "abcdefgh12345678" not in proxy_words(proxy)

@@ -54,3 +54,10 @@ def test_a_password_in_a_proxy_url_is_masked() -> None:
     assert "s3cretpass" not in text and "alice:****@proxy.corp:3128" in text
     assert mask_url_password("socks5h://u:p@h:1080 and http://h:3128") == (
         "socks5h://u:****@h:1080 and http://h:3128")
+
+
+def test_the_engines_reason_and_a_disabled_proxy_are_said() -> None:
+    proxy = {**CORP, "breaker": {"state": "closed"}, "health_reason": "proxy auth failed",
+             "enabled": False}
+    text = _text({"profiles": [PLAIN], "upstream_proxies": [proxy]})
+    assert "disabled · closed · proxy auth failed" in text

@@ -61,6 +61,13 @@ def proxy_words(proxy: Mapping[str, Any]) -> str:
     breaker = proxy.get("breaker") if isinstance(proxy.get("breaker"), Mapping) else {}
     parts = [safe(mask_url_password(str(proxy.get("url") or "")), 60),
              breaker_words(breaker or {})]
+    if proxy.get("enabled") is False:
+        parts.insert(1, "disabled")
+    # The engine's words for its colour when they say more than the breaker: "proxy auth
+    # failed", a 429's cooldown, an untrusted certificate.
+    reason = safe(str(proxy.get("health_reason") or ""), 80)
+    if reason and reason != "ok" and reason not in parts[1]:
+        parts.insert(2, reason)
     parts.append(f"{int(proxy.get('requests') or 0)} req")
     failures = int(proxy.get("failures") or 0)
     if failures:
