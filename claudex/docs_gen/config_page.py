@@ -17,7 +17,6 @@ from claudex.config._fleet_checks import FLEET_KEYS
 from claudex.config._history_checks import HISTORY_KEYS, TELEMETRY_KEYS
 from claudex.config._network_checks import (
     NETWORK_KEYS,
-    PROFILE_NETWORK_KEYS,
     REQUIRED_UPSTREAM_PROXY_KEYS,
     UPSTREAM_PROXY_KEYS,
 )
@@ -54,8 +53,8 @@ class Section:
     keys: Mapping[str, Checker]
     settings: type[Any]
     note: str = ""
-    required: tuple[str, ...] = ()
     array: bool = False  # an array of tables: `[[name]]`
+    required: tuple[str, ...] = ()
 
 
 # Every table the loader reads (`_checks._SECTIONS`) has a place here or below; a new one that
@@ -72,12 +71,11 @@ SECTIONS: tuple[Section, ...] = (
     Section("routes", ROUTES_KEYS, RoutesSettings, "requests on /v1/... only"),
     Section("router", ROUTER_KEYS, RouterSettings, "Claudex's"),
     Section("network", NETWORK_KEYS, NetworkSettings, "every key also per profile"),
-    # A proxy's own [breaker] and [retry] keys are the globals' (said in the section's words).
+    # A proxy's breaker and retry keys are named below the table, as a profile's are.
     Section("upstream_proxies", {k: v for k, v in UPSTREAM_PROXY_KEYS.items()
-                                 if k not in _checks._BREAKER_KEYS
-                                 and k not in _checks._RETRY_KEYS},
-            UpstreamProxy, "one per proxy; also the [breaker] and [retry] keys",
-            REQUIRED_UPSTREAM_PROXY_KEYS, array=True),
+                                 if k not in {**_checks._BREAKER_KEYS, **_checks._RETRY_KEYS}},
+            UpstreamProxy, "also every [breaker] and [retry] key, for itself alone", array=True,
+            required=REQUIRED_UPSTREAM_PROXY_KEYS),
 )
 _SPECIAL_TABLES = ("profiles", "model_aliases")
 # Defaults the loader applies that differ from the model's field (which holds the resolved
@@ -89,6 +87,7 @@ _FILE_DEFAULTS: Mapping[tuple[str, str], str] = {
 _FILE_TYPES: Mapping[tuple[str, str], str] = {
     ("profiles", "strip_params"): f"list of strings, {code(json.dumps(_checks.STRIP_AUTO))} or "
                                   f"{code(json.dumps('none'))}",
+    ("network", "upstream_proxy"): "string or list of strings",
 }
 
 
@@ -175,7 +174,7 @@ def _profiles(example: ExampleFile) -> list[str]:
                                     _checks._REQUIRED_PROFILE_KEYS)), ""]
     overrides = [(name, [k for k in keys if k not in own]) for name, keys in (
         ("breaker", _checks._BREAKER_KEYS), ("retry", _checks._RETRY_KEYS),
-        ("proxy", _checks._TIMEOUT_KEYS), ("network", PROFILE_NETWORK_KEYS))]
+        ("proxy", _checks._TIMEOUT_KEYS), ("network", NETWORK_KEYS))]
     named = "; ".join(f"[`[{name}]`](#{name}) " + ", ".join(code(k) for k in keys)
                       for name, keys in overrides if keys)
     lines += [f"A profile may also set, for itself alone: {named}.", ""]
