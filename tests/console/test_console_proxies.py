@@ -11,7 +11,7 @@ trip and reset were asked for the proxies' names.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -29,7 +29,7 @@ from claudex.console.screens import ConfirmScreen
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.console.screenshots.proxies import ProxyOverlayLink as ProxyLink
 from claudex.engine.engine import Engine
-from claudex.engine.events import Event
+from claudex.engine.events import Event, EventKind
 from tests.conftest import TEST_ENV, build_config
 
 SIZE = (140, 44)
@@ -244,5 +244,5 @@ async def test_the_table_view_keeps_the_strip(engine: Engine) -> None:
 ])
 def test_proxy_events_take_their_state_colour(data: dict[str, str], colour: str) -> None:
     """The engine's proxy events (kind "proxy", helper netwire's ProxyBoard) in the event log."""
-    event = Event("proxy", "proxy corp ...", "corp", {"proxy": "corp", **data})  # type: ignore[arg-type]
+    event = Event(cast("EventKind", "proxy"), "proxy corp ...", "corp", {"proxy": "corp", **data})
     assert event_colour(event) == colour
