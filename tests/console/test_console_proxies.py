@@ -246,3 +246,14 @@ def test_proxy_events_take_their_state_colour(data: dict[str, str], colour: str)
     """The engine's proxy events (kind "proxy", helper netwire's ProxyBoard) in the event log."""
     event = Event(cast("EventKind", "proxy"), "proxy corp ...", "corp", {"proxy": "corp", **data})
     assert event_colour(event) == colour
+
+
+async def test_the_palette_selects_a_proxy(engine: Engine) -> None:
+    from claudex.console.commands import palette_commands
+
+    app = ConsoleApp(ProxyLink(engine, [CORP_OPEN, CORP_2], ROUTES))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        commands = {title: callback for title, callback, _ in palette_commands(app.main_screen)}
+        commands["Select upstream proxy corp-2"]()
+        assert app.main_screen.selected_proxy == "corp-2"

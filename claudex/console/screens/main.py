@@ -390,6 +390,10 @@ class MainScreen(RequestsMixin):
     def profile_names(self) -> list[str]:
         return list(self._names)
 
+    @property
+    def proxy_names(self) -> list[str]:
+        return self._proxy_strip.names
+
     def select(self, name: str) -> None:
         if name in self._names and (name != self.selected or self.selected_proxy is not None):
             self.selected = name
