@@ -9,7 +9,7 @@ locates it. No message ever quotes a proxy URL or a password: a URL may hold one
 from __future__ import annotations
 
 import ssl
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from claudex.config.network import (
     DIRECT,
     ENV,
     ENV_HOP_NAMES,
+    PROXY_VARIABLES,
     SPECIAL_ROUTES,
     ProxyURLError,
     expand_path,
@@ -249,6 +250,17 @@ def proxy_problems(values: Mapping[str, Any], env: Mapping[str, str]) -> list[Ne
     return problems
 
 
-def names_used(route: Collection[str]) -> list[str]:
-    """The `[[upstream_proxies]]` names a route lists (not "env", "direct" or URLs)."""
-    return [entry for entry in route if entry not in SPECIAL_ROUTES and not is_url(entry)]
+def environment_problems(env: Mapping[str, str]) -> list[str]:
+    """The proxy variables whose value claudex cannot use (a route through "env" that would
+    take one fails, never goes direct): for `claudex check` to say so before a request does."""
+    problems: list[str] = []
+    for variable in PROXY_VARIABLES:
+        value = env.get(variable, "").strip()
+        if not value:
+            continue
+        try:
+            parse_proxy_url(value, default_scheme="http")
+        except ProxyURLError as error:
+            problems.append(f"environment variable {variable}: {error}; a request through "
+                            "it fails (it is never sent directly instead)")
+    return problems

@@ -54,6 +54,7 @@ from claudex.config._network_checks import (
     REQUIRED_UPSTREAM_PROXY_KEYS,
     UPSTREAM_PROXY_KEYS,
     NetProblem,
+    environment_problems,
     proxy_problems,
     table_problems,
 )
@@ -420,10 +421,11 @@ class _Builder:
             if entry.name is None:
                 continue
             first = taken.get(entry.name)
+            if not entry.proxy and entry.name not in by_name:
+                # Kept even when a proxy took the name first: one mistake, reported once.
+                by_name[entry.name] = entry
             if first is None:
                 taken[entry.name] = entry
-                if not entry.proxy:
-                    by_name[entry.name] = entry
                 continue
             first_line = self._lines.line_of((*first.where.loc, "name"))
             where = f" (first defined on line {first_line})" if first_line is not None else ""
@@ -471,6 +473,16 @@ class _Builder:
             if not profile.pool:
                 self._net_problems(profile.where, table_problems(
                     profile.values, self._env, enabled, fill=network))
+        # The environment's variables matter only where a route reads them.
+        default = network.get("upstream_proxy", ("env",))
+        readers = [profile for profile in profiles if not profile.pool
+                   and "env" in profile.values.get("upstream_proxy", default)]
+        if readers:
+            first = readers[0]
+            where = (first.where if "env" in first.values.get("upstream_proxy", ())
+                     else _TOP.child("network"))
+            for message in environment_problems(self._env):
+                self._warn(where.child("upstream_proxy"), message)
 
     def _net_problems(self, where: _Where, problems: list[NetProblem]) -> None:
         for problem in problems:

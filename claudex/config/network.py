@@ -20,6 +20,9 @@ SPECIAL_ROUTES: tuple[str, ...] = (ENV, DIRECT)
 # What a hop from the environment is called when the variables name several proxies (the
 # variable, lowercased): no `[[upstream_proxies]]` entry may take these names either.
 ENV_HOP_NAMES: tuple[str, ...] = ("https_proxy", "http_proxy", "all_proxy")
+# The variables "env" reads (curl's), lower-case first as curl reads them.
+PROXY_VARIABLES: tuple[str, ...] = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY",
+                                    "all_proxy", "ALL_PROXY")
 
 PROXY_SCHEMES: tuple[str, ...] = ("http", "https", "socks5", "socks5h")
 # A URL without a port takes its scheme's usual one (as Go's and Python's clients do; curl

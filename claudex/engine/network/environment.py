@@ -24,10 +24,10 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from claudex.config.network import PROXY_VARIABLES
+
 _HTTPS_VARIABLES = ("https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY")
 _HTTP_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
-PROXY_VARIABLES = ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy",
-                   "ALL_PROXY")
 _SEPARATORS = re.compile(r"[,\s]+")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -108,13 +108,21 @@ class _Resolver:
         if entry == ENV:
             return self._env_hop(target)
         if is_url(entry):
-            address = parse_proxy_url(entry)  # checked when the config loaded
+            try:
+                address = parse_proxy_url(entry)  # checked when the file loaded
+            except ProxyURLError as error:  # a Config built in code: out, never bypassed
+                return self._broken("url", entry, f"upstream_proxy URL {error}")
             return self._add(_hop(address.where, address, address.password), None)
         return self.named(entry)
 
     def named(self, name: str) -> Hop:
-        proxy = self._named[name]  # checked when the config loaded
-        address = parse_proxy_url(proxy.url)
+        proxy = self._named.get(name)
+        if proxy is None:  # checked when the file loaded; a Config built in code may not be
+            return self._broken(name, "", f"no [[upstream_proxies]] entry is named {name}")
+        try:
+            address = parse_proxy_url(proxy.url)
+        except ProxyURLError as error:
+            return self._broken(name, proxy.url, f"{name}'s url {error}")
         password = address.password
         if proxy.password_env is not None:
             password = self._environ.get(proxy.password_env) or None
@@ -131,14 +139,18 @@ class _Resolver:
         try:
             address = parse_proxy_url(value, default_scheme="http")
         except ProxyURLError as error:
-            # Out, never bypassed: the hop keeps what can be shown of the value.
-            written = value.split("://", 1)[0].lower() if "://" in value else "http"
-            scheme = written if written.isascii() and written.isalnum() else "unknown"
-            hop = Hop(name, f"{scheme}://{variable}", scheme)
-            problem = f"{variable} {error}"
-            return self._add(hop, ProxySpec(hop, self._config.breaker, self._config.retry,
-                                            True, (), problem))
+            return self._broken(name, value if "://" in value else f"http://{value}",
+                                f"{variable}: {error}", shown=variable)
         return self._add(_hop(name, address, address.password), None)
+
+    def _broken(self, name: str, value: str, problem: str, shown: str | None = None) -> Hop:
+        """A hop that cannot be used: in its routes all the same (out, never bypassed), with
+        `problem` saying why; it shows its scheme and `shown`, never the value (a password)."""
+        written = value.split("://", 1)[0].lower() if "://" in value else ""
+        scheme = written if written.isascii() and written.isalnum() else "unknown"
+        hop = Hop(name, f"{scheme or 'unknown'}://{shown or name}", scheme or "unknown")
+        return self._add(hop, ProxySpec(hop, self._config.breaker, self._config.retry, True, (),
+                                        problem))
 
     def _add(self, hop: Hop, spec: ProxySpec | None) -> Hop:
         if hop.name not in self._specs:

@@ -4,7 +4,8 @@ certificate it presents: built once per config load, never per request.
 - `ca_bundle` set: the default store plus the bundle (a company's CA beside the public ones).
 - Without it: the default store (OpenSSL's own reading of `SSL_CERT_FILE`/`SSL_CERT_DIR`, which
   replace it), plus `NODE_EXTRA_CA_CERTS`'s file when set (what Claude Code users behind a
-  TLS-inspecting proxy already have); an unreadable one is skipped, as Node skips it.
+  TLS-inspecting proxy already have) unless it is the store's own file; an unreadable one is
+  skipped, as Node skips it.
 - `client_cert` (with `client_key`, unlocked with the password from `client_key_password_env`).
 - Nothing of these: None, and the caller keeps aiohttp's default context (the plain hot path).
 
@@ -48,7 +49,13 @@ def extra_ca_file(choice: TlsChoice, environ: Mapping[str, str]) -> str | None:
     """The file added to the default store: `ca_bundle`, else NODE_EXTRA_CA_CERTS."""
     if choice.ca_bundle is not None:
         return choice.ca_bundle
-    return environ.get("NODE_EXTRA_CA_CERTS", "").strip() or None
+    extra = environ.get("NODE_EXTRA_CA_CERTS", "").strip() or None
+    store = environ.get("SSL_CERT_FILE") or ssl.get_default_verify_paths().openssl_cafile
+    if extra is not None and os.path.realpath(extra) == os.path.realpath(store):
+        # Often the system's own bundle (Debian's ca-certificates.crt): nothing to add, and
+        # the route stays plain.
+        return None
+    return extra
 
 
 def ssl_context(choice: TlsChoice, environ: Mapping[str, str]) -> ssl.SSLContext | None:

@@ -123,7 +123,7 @@ def test_an_environment_proxy_claudex_cannot_use_is_out_never_bypassed() -> None
     (hop,) = found.route("a").hops
     assert hop.name == "env" and hop.scheme == "socks4"
     problem = found.proxies["env"].problem
-    assert problem is not None and problem.startswith("HTTPS_PROXY scheme socks4 is not supported")
+    assert problem is not None and problem.startswith("HTTPS_PROXY: scheme socks4 is not supported")
 
 
 def test_tls_contexts_are_made_once_per_choice_and_only_for_https(tmp_path: Path) -> None:
@@ -158,3 +158,17 @@ def test_a_profiles_client_cert_takes_none_of_the_networks_key(tmp_path: Path) -
     found = network(text, {"KEY_PW": "pw"}, config_env={"KEY_PW": "pw"})
     a, b = found.route("a").ssl, found.route("b").ssl
     assert a is not None and b is not None and a is not b
+
+
+def test_a_config_built_in_code_with_a_bad_entry_gets_a_hop_that_is_out() -> None:
+    from dataclasses import replace
+
+    config = parse_config(profile("a"), "t.toml", env=ENV)
+    bad = replace(config, profiles=(replace(config.profiles[0],
+                                            upstream_proxy=("ghost", "ftp://u:pw@x:1")),))
+    found = resolve_network(bad, ENV)
+    ghost, ftp = found.route("a").hops
+    assert ghost.name == "ghost" and ghost.scheme == "unknown"
+    assert found.proxies["ghost"].problem == "no [[upstream_proxies]] entry is named ghost"
+    assert ftp.name == "url" and ftp.scheme == "ftp" and "pw" not in ftp.url
+    assert (found.proxies["url"].problem or "").startswith("upstream_proxy URL scheme ftp")

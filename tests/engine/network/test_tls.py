@@ -152,6 +152,13 @@ async def test_node_extra_ca_certs_is_added_without_ca_bundle(corp: CA, tmp_path
     assert chosen is not None and await handshake(server, chosen) == "CERTIFICATE_VERIFY_FAILED"
 
 
+def test_node_extra_ca_certs_naming_the_stores_own_file_changes_nothing(corp: CA) -> None:
+    same = {"SSL_CERT_FILE": str(corp.pem), "NODE_EXTRA_CA_CERTS": str(corp.pem)}
+    assert ssl_context(TlsChoice(), same) is None
+    system = ssl.get_default_verify_paths().openssl_cafile
+    assert ssl_context(TlsChoice(), {"NODE_EXTRA_CA_CERTS": system}) is None
+
+
 def test_an_unreadable_node_extra_ca_certs_is_skipped_as_node_skips_it(tmp_path: Path) -> None:
     assert ssl_context(TlsChoice(), {"NODE_EXTRA_CA_CERTS": str(tmp_path / "gone.pem")}) is None
 
