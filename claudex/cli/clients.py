@@ -23,10 +23,8 @@ from claudex.cli.common import (
 )
 from claudex.config.loader import load_config
 from claudex.config.model import Config, ConfigError
+from claudex.config.network import PROXY_VARIABLES  # as Claude Code (Node) and curl read them
 
-# The variables Claude Code (Node) and most tools read a proxy from (issue 36).
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY",
-                   "all_proxy")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
