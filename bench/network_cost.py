@@ -1,13 +1,18 @@
 """A provider behind a local HTTP proxy: claudex beside the bare forwarder behind the same proxy.
 
-Both forward to the bench upstream through one Debian tinyproxy on 127.0.0.1 (the corporate
-proxy of issue 36): the forwarder with aiohttp's own `proxy=`, claudex with a profile whose
-`upstream_proxy` names that proxy. The same three rows as the latency and throughput sections
-(direct to the upstream, forwarder, claudex), each proxied row beside its direct twin, so what a
-route costs claudex per request is visible apart from what the proxy itself costs. The route is
-resolved when the config loads; nothing about it is decided per request.
+Both forward through one Debian tinyproxy on 127.0.0.1 (the corporate proxy of issue 36) to the
+bench upstream answering over TLS with a private CA, as a real provider answers over https: the
+forwarder with aiohttp's own `proxy=` and the CA trusted, claudex with `[network]`'s
+`upstream_proxy` and `ca_bundle`. Each opens CONNECT tunnels that its pool keeps, so the proxy
+relays bytes and what claudex adds through it is its own work. (A plain-http upstream would not
+do: tinyproxy 1.11 closes the client's connection after every forwarded answer while answering
+HTTP/1.1 without `Connection: close`, and a pooled connection reused at that moment fails.)
 
-    python -m bench.network_cost   (run by `make bench` as the "network" section)
+Rows: the usual direct rows (plain http: the bench client speaks no TLS) for context, and the two
+through the proxy. The route is resolved when the config loads; nothing about it is decided per
+request, so claudex's difference to the forwarder should be the same through the proxy as direct.
+
+    run by `make bench` as the "network" section
 """
 
 from __future__ import annotations
@@ -44,11 +49,14 @@ def _tinyproxy(world: World, port: int) -> procs.Proc:
                              port=port)
 
 
-def _proxied_config(world: World, proxy_port: int, port: int) -> Path:
-    """The bench's main config with every profile routed through the proxy."""
+def _proxied_config(world: World, proxy_port: int, port: int, upstream: str, ca: Path) -> Path:
+    """The bench's main config, its served profile at the TLS upstream, every profile routed
+    through the proxy."""
     text = main_config(world.ports, world.refusing_port, port)
+    text = text.replace(f'base_url = "http://127.0.0.1:{world.ports.upstream}"',
+                        f'base_url = "{upstream}"', 1)
     text = text.replace("[health]", f'[network]\nupstream_proxy = "http://127.0.0.1:{proxy_port}"'
-                                    "\n\n[health]", 1)
+                                    f'\nca_bundle = "{ca}"\n\n[health]', 1)
     path = world.workdir / "bench-proxied.toml"
     path.write_text(text)
     return path
@@ -57,20 +65,31 @@ def _proxied_config(world: World, proxy_port: int, port: int) -> Path:
 def measure(world: World, latency_n: int, seconds: int, wrk_bin: str | None) -> dict[str, Any]:
     """Latency (one request at a time) and throughput (wrk, 64 connections) of the forwarder and
     claudex, each direct and through the proxy."""
+    from claudex.demo.pki import new_authority
     from claudex.demo.world import free_port
 
-    proxy_port, reference_port, claudex_port = free_port(), free_port(), free_port()
+    proxy_port, tls_port = free_port(), free_port()
+    reference_port, claudex_port = free_port(), free_port()
     up = world.ports.upstream
+    pki = world.workdir / "pki"
+    authority = new_authority(pki, "claudex bench CA")
+    server = authority.issue_server(pki, "upstream")
+    tls_upstream = f"https://127.0.0.1:{tls_port}"
     started: list[procs.Proc] = [_tinyproxy(world, proxy_port)]
     try:
         started.append(world.fleet.start(
+            "upstream-tls", procs.python("-m", "bench.upstream", str(tls_port),
+                                         str(server.cert), str(server.key)),
+            under_test=False, port=tls_port))
+        started.append(world.fleet.start(
             "reference-via-proxy",
             procs.python("-m", "bench.reference_proxy", "--port", str(reference_port),
-                         "--upstream", f"http://127.0.0.1:{up}",
+                         "--upstream", tls_upstream, "--ca", str(authority.cert_path),
                          "--proxy", f"http://127.0.0.1:{proxy_port}"),
             under_test=True, port=reference_port,
             ready=lambda: http_ok(reference_port, "POST", "/v1/messages", messages_body())))
-        config = _proxied_config(world, proxy_port, claudex_port)
+        config = _proxied_config(world, proxy_port, claudex_port, tls_upstream,
+                                 authority.cert_path)
         started.append(world.fleet.start(
             "claudex-via-proxy", claudex_argv(config), under_test=True, port=claudex_port,
             env=world.env, ready=lambda: http_ok(claudex_port, "GET", "/healthz"),
@@ -88,12 +107,16 @@ def measure(world: World, latency_n: int, seconds: int, wrk_bin: str | None) -> 
         samples = sample(targets, latency_n)
         ms = {name: summary_ms(values) for name, values in samples.items()}
         added = {name: round(ms[name]["p50"] - ms["direct"]["p50"], 4)
-                 for name in targets if name != "direct"}
+                 for name in ("reference", "claudex")}
         out: dict[str, Any] = {
             "latency_ms": ms, "added_p50_ms": added,
             "added_p50_ratio": round(added["claudex"] / added["reference"], 3),
-            "added_p50_ratio_via_proxy": round(added["claudex_via_proxy"]
-                                               / added["reference_via_proxy"], 3),
+            # No direct TLS row to subtract (the bench client speaks no TLS): claudex's p50 over
+            # the forwarder's, through the proxy and direct, in ms.
+            "claudex_minus_forwarder_p50_ms": round(ms["claudex"]["p50"]
+                                                    - ms["reference"]["p50"], 4),
+            "claudex_minus_forwarder_p50_ms_via_proxy": round(
+                ms["claudex_via_proxy"]["p50"] - ms["reference_via_proxy"]["p50"], 4),
         }
         if wrk_bin:
             rps = {}
@@ -117,15 +140,21 @@ def measure(world: World, latency_n: int, seconds: int, wrk_bin: str | None) -> 
             world.fleet.stop(proc)
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def lines(section: dict[str, Any]) -> list[str]:
     ms, added = section["latency_ms"], section["added_p50_ms"]
     rows = [f"{'':22} {'p50 ms':>8} {'added p50':>10} {'rps @64':>9}"]
     rps = section.get("rps_64", {})
     for name in ("direct", "reference", "claudex", "reference_via_proxy", "claudex_via_proxy"):
         rows.append(f"{name:22} {ms[name]['p50']:>8.3f} "
-                    f"{added.get(name, 0.0):>10.3f} {rps.get(name, float('nan')):>9.1f}")
-    rows.append(f"claudex / forwarder, added p50: direct {section['added_p50_ratio']}x, "
-                f"through the proxy {section['added_p50_ratio_via_proxy']}x")
+                    f"{_ms(added.get(name)):>10} {rps.get(name, float('nan')):>9.1f}")
+    rows.append(f"claudex over the forwarder, p50: direct "
+                f"+{section['claudex_minus_forwarder_p50_ms']:.3f} ms (added p50 "
+                f"{section['added_p50_ratio']}x the forwarder's), through the proxy over TLS "
+                f"+{section['claudex_minus_forwarder_p50_ms_via_proxy']:.3f} ms")
     if "throughput_ratio" in section:
         rows.append(f"claudex / forwarder, throughput: direct {section['throughput_ratio']}x, "
                     f"through the proxy {section['throughput_ratio_via_proxy']}x")
