@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from claudex.console.app import ConsoleApp
 from claudex.console.hosting import host_demo
@@ -21,7 +21,7 @@ from claudex.console.link import LocalLink
 from claudex.console.screenshots.shooter import Shooter
 from claudex.demo.traffic import RequestKind
 from claudex.engine.engine import Engine
-from claudex.engine.events import Event, EventKind
+from claudex.engine.events import Event
 
 PROXIES: Final[tuple[Mapping[str, Any], ...]] = (
     {"name": "corp", "url": "http://alice:****@proxy.corp:3128",
@@ -99,7 +99,7 @@ async def take_proxy_screenshots(size: tuple[int, int]) -> dict[str, str]:
             # The transition the engine announces when corp's breaker opens.
             # (kind "proxy": the engine's word for a proxy's events, issue 36)
             hosted.engine.events.publish(Event(
-                cast("EventKind", "proxy"), CORP_TROUBLE.replace(" open ", " opened "), "corp",
+                "proxy", CORP_TROUBLE.replace(" open ", " opened "), "corp",
                 {"proxy": "corp", "old": "closed", "new": "open"}))
             await shot.shoot("proxies")
             return shot.pictures
