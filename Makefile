@@ -20,10 +20,18 @@ screenshots: $(STAMP)  ## render screenshots/*.svg and .png from real demo state
 	  || echo "install librsvg2-bin (rsvg-convert) for the PNGs"
 	$(BIN)/python -m claudex.console.screenshots screenshots
 
-test: $(STAMP)  ## run the whole test suite (the fleet tests need redis-server: installed if missing)
-	@command -v redis-server >/dev/null || { export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get update -qq && apt-get install -y -qq --no-install-recommends redis-server; } \
-	  || echo "install redis-server (Debian's package): the fleet tests need it and will fail"
+# Real servers the tests start on 127.0.0.1 (Debian packages, installed when missing): redis-server
+# for the fleet tests, tinyproxy and microsocks for the network tests; mitmproxy (PyPI) goes into
+# a venv of its own in the user cache (tests/tools/install_mitmproxy.sh).
+TEST_PACKAGES := redis-server tinyproxy microsocks
+
+test: $(STAMP)  ## run the whole test suite (installs redis-server, tinyproxy, microsocks, mitmproxy if missing)
+	@missing=""; for p in $(TEST_PACKAGES); do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	  [ -z "$$missing" ] || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; } \
+	  || echo "install$$missing (Debian's packages): the fleet and network tests need them and will fail"
+	@PYTHON=$(PYTHON) tests/tools/install_mitmproxy.sh \
+	  || echo "could not install mitmproxy: the network tests need it and will fail"
 	$(BIN)/pytest -q
 
 e2e: $(STAMP)  ## the real Claude Code and Codex CLI (pinned; npm into ~/.cache/claudex-e2e) through claudex serve

@@ -19,11 +19,11 @@ Actions:
                    nothing more until T
     turns_slow     the provider's answers get slower in steps (`SLOW_STEPS_MS` added before
                    each, 1.5 s apart), stay at the slowest for 6-9 s, and it `recovers`: slow
-                   enough for claudex's watch (engine/health/slowness.py: p95 3x its own baseline and
-                   over 500 ms, judged every 5 s) to call it slow, and, with `avoid_slow` on,
-                   to start new conversations elsewhere; under the streams' first-byte timeout,
-                   so every answer still comes. While it is slow no other fault mode is set on
-                   it (one would end the spell at once)
+                   enough for claudex's watch (engine/health/slowness.py: p95 3x its own
+                   baseline and over 500 ms, judged every 5 s) to call it slow, and, with
+                   `avoid_slow` on, to start new conversations elsewhere; under the streams'
+                   first-byte timeout, so every answer still comes. While it is slow no other
+                   fault mode is set on it (one would end the spell at once)
 """
 
 from __future__ import annotations
