@@ -11,7 +11,7 @@ from textual.actions import parse as parse_action
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from claudex.console.screens.actions import ACTION_TEXT, FAULT_TEXT
+from claudex.console.screens.actions import ACTION_TEXT, FAULT_TEXT, PROXY_FAULT_TEXT
 from claudex.console.screens.main import MainScreen
 
 Command = tuple[str, Callable[[], Any], str]
@@ -30,6 +30,8 @@ def palette_commands(main: MainScreen) -> list[Command]:
         key = binding.key_display or binding.key
         if name == "fault" and params:
             title = f"demo: make {main.selected} {FAULT_TEXT.get(str(params[0]), params[0])}"
+        elif name == "proxy_fault" and params:
+            title = f"demo: {PROXY_FAULT_TEXT.get(str(params[0]), params[0])}"
         else:
             title = ACTION_TEXT.get(name, binding.description)
         commands.append((title[:1].upper() + title[1:], partial(main.run_action, binding.action),

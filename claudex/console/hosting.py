@@ -4,8 +4,9 @@ The console owns the process: it starts the engine (and its health worker) and s
 with uvicorn on the config's host and port, so the proxy keeps serving while the console is open
 and stops when it closes. Everything is built on the loop that awaits `host_config`: `claudex
 console` awaits it on the engine's own thread (engine_thread.py, launch.py), tests and the
-screenshots on their own loop. `host_demo` does the same on the demo world (three fake providers)
-and adds the traffic generator, which then belong to that loop too.
+screenshots on their own loop. `host_demo` does the same on the demo world (four fake providers,
+one behind the demo's upstream proxy) and adds the traffic generator, which then belong to that
+loop too.
 
 Failures a user can cause (port taken, a non-loopback bind without a token) raise `HostError` with
 a sentence to show; nothing here prints.
@@ -21,7 +22,7 @@ from claudex.config.loader import load_config
 from claudex.config.model import Config
 from claudex.demo.controls import DemoControls
 from claudex.demo.traffic import TrafficGenerator
-from claudex.demo.world import DemoWorld, start_demo_world
+from claudex.demo.world import DEMO_PROXY, DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
 from claudex.server.app import create_app
 from claudex.server.event_stream import EventStreams
@@ -95,5 +96,6 @@ async def host_demo(port: int | None = None, *, health: bool = True, traffic_rat
     traffic = TrafficGenerator(hosted.server.url, rate_per_s=traffic_rate)
     hosted.world = world
     hosted.traffic = traffic
-    hosted.controls = DemoControls(world.fakes, traffic)
+    proxies = {DEMO_PROXY: world.proxy} if world.proxy is not None else {}
+    hosted.controls = DemoControls(world.fakes, traffic, proxies=proxies)
     return hosted

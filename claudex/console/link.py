@@ -182,7 +182,8 @@ def hosting_state(engine: Engine) -> LinkState:
 
 
 class DemoHooks(Protocol):
-    """What the console needs from the demo world: fault injection and the traffic switch.
+    """What the console needs from the demo world: fault injection (a fake provider's, the
+    demo's upstream proxy's) and the traffic switch.
 
     Present only in `claudex demo`; the demo keys are hidden otherwise.
     """
@@ -197,6 +198,11 @@ class DemoHooks(Protocol):
 
     def fault_of(self, name: str) -> str | None:
         """The fault mode currently set on `name`, or None when it is not a fake."""
+        ...
+
+    def toggle_proxy(self, key: str) -> str:
+        """Key "down" or "429": take the demo's upstream proxy down (connections refused) or
+        make it answer 429, or back to ok when it already is; returns a sentence."""
         ...
 
     def toggle_traffic(self) -> bool:

@@ -1,5 +1,6 @@
-"""The console demo's hands on the demo world: fault injection into the fake providers and the
-traffic switch (implements `claudex.console.link.DemoHooks` structurally).
+"""The console demo's hands on the demo world: fault injection into the fake providers, the
+demo's upstream proxy `corp` taken down or made to answer 429, and the traffic switch (implements
+`claudex.console.link.DemoHooks` structurally).
 
 Faults are set in-process on the fakes, so they take effect at once: "down" closes the fake's
 listening socket, the others change its next answers. The fakes and the traffic generator belong
@@ -13,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from claudex.demo.fake_provider import FakeProvider
+from claudex.demo.fake_proxy import FakeProxy
 from claudex.demo.faults import FaultConfigError
 from claudex.demo.traffic import TrafficGenerator
 
@@ -33,6 +35,14 @@ SPENT_WINDOW_S: Final = 30.0  # the demo's "spend" key: the plan's window resets
 # usually), not so slow that the 2 s health probes fail and turn it red.
 SLOW_LATENCY_MS: Final = 1200.0
 
+# The demo proxy's keys toggle: a key sets its mode, the same key again puts the proxy back to ok.
+PROXY_MODES: Final[dict[str, str]] = {"down": "down", "429": "rate_limited"}
+PROXY_WORDS: Final[dict[str, str]] = {
+    "down": "is down: connections refused",
+    "rate_limited": "answers 429 to every CONNECT (Retry-After {retry_after} s)",
+    "ok": "tunnels again",
+}
+
 RunOnWorld = Callable[[Callable[[], Any]], Any]
 """Runs a function on the demo world's event loop (thread) and returns its result."""
 
@@ -43,8 +53,10 @@ def _run_here(func: Callable[[], Any]) -> Any:
 
 class DemoControls:
     def __init__(self, fakes: Mapping[str, FakeProvider], traffic: TrafficGenerator,
-                 *, run_on_world: RunOnWorld = _run_here) -> None:
+                 *, proxies: Mapping[str, FakeProxy] | None = None,
+                 run_on_world: RunOnWorld = _run_here) -> None:
         self.fakes = dict(fakes)
+        self.proxies = dict(proxies or {})
         self.traffic = traffic
         self.run_on_world = run_on_world
 
@@ -79,6 +91,32 @@ class DemoControls:
         except (FaultConfigError, RuntimeError) as exc:  # RuntimeError: the world's loop is gone
             return f"Could not set that fault on {name}: {exc}"
         return f"fake {name} {FAULT_WORDS.get(mode, f'is now in mode {mode}')}"
+
+    def proxy_mode(self) -> str | None:
+        """The demo proxy's mode ("ok", "down", "rate_limited"), None without one."""
+        proxy = next(iter(self.proxies.values()), None)
+        return None if proxy is None else proxy.mode
+
+    def toggle_proxy(self, key: str) -> str:
+        """Key "down" or "429": put the demo's upstream proxy in that mode, or back to ok when
+        it is in it already."""
+        if not self.proxies:
+            return "This demo has no upstream proxy."
+        name, proxy = next(iter(self.proxies.items()))
+        wanted = PROXY_MODES.get(key)
+        if wanted is None:
+            return f"No proxy mode {key!r}: {', '.join(PROXY_MODES)}."
+        mode = "ok" if proxy.mode == wanted else wanted
+
+        def set_mode() -> None:
+            proxy.set_mode(mode)  # type: ignore[arg-type]  # one of PROXY_MODES' values or ok
+
+        try:
+            self.run_on_world(set_mode)
+        except RuntimeError as exc:  # the world's loop is gone
+            return f"Could not change upstream proxy {name}: {exc}"
+        words = PROXY_WORDS[mode].format(retry_after=proxy.retry_after)
+        return f"upstream proxy {name} {words}"
 
     def toggle_traffic(self) -> bool:
         result: bool = self.run_on_world(self.traffic.toggle)

@@ -18,7 +18,13 @@ from claudex.console.components.request_log import RequestLog
 from claudex.console.editor import ProfileEditorScreen
 from claudex.console.editor_conflict import ConflictScreen
 from claudex.console.pool_editor import PoolEditorScreen
-from claudex.console.screens.actions import ACTION_TEXT, DEMO_ONLY, FAULT_TEXT, MODIFYING
+from claudex.console.screens.actions import (
+    ACTION_TEXT,
+    DEMO_ONLY,
+    FAULT_TEXT,
+    MODIFYING,
+    PROXY_FAULT_TEXT,
+)
 from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.help import COLOUR_LEGEND, HelpScreen
 from claudex.console.screens.main import MainScreen
@@ -84,6 +90,10 @@ def _main_rows(bindings: Sequence[Binding]) -> tuple[list[list[str]], list[list[
         if name == "fault" and params:
             demo.append([_keys(binding), FAULT_TEXT.get(str(params[0]), binding.description)])
             continue
+        if name == "proxy_fault" and params:
+            demo.append([_keys(binding),
+                         PROXY_FAULT_TEXT.get(str(params[0]), binding.description)])
+            continue
         words = _PAGE_WORDS.get(name) or ACTION_TEXT.get(name, binding.description)
         if name == "command_palette":
             words = "the command palette: every action, and select a profile"
@@ -105,6 +115,8 @@ def _dropped_key(name: str) -> str:
         return code(App.COMMAND_PALETTE_BINDING)
     if name == "fault":
         return "the demo's fault keys (as one group)"
+    if name == "proxy_fault":
+        return "the demo's proxy keys (as one group)"
     for binding in bindings_of(MainScreen):
         if parse_action(binding.action)[1] == name:
             return _keys(binding)
@@ -125,7 +137,9 @@ def render() -> str:
         f"at a time, until the rest fit: {words_list(dropped)}. They still work, and `?` lists "
         "them.", "",
         "### Demo keys", "",
-        "In `claudex demo` (`make run`) only; each acts on the selected provider's fake.", "",
+        "In `claudex demo` (`make run`) only; `1`–`6` and `0` act on the selected provider's "
+        "fake, `7` and `8` on the demo's upstream proxy `corp`, which claude is reached "
+        "through (its panel says `via corp`).", "",
         table(("key", "does"), demo), "",
     ]
     for heading, cls, when in OTHER_SCREENS:

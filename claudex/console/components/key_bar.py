@@ -26,8 +26,8 @@ PALETTE: Final = "command palette"
 ROOMY: Final = Size(1000, 1)  # a key's own width, whatever the room
 # First left out first: the config verbs (rare during an incident), the palette's own key, the
 # demo's traffic switch, then view, request log and filter; the demo's faults last of all.
-DROP_ORDER: Final = ("add", "delete", "edit", "health", PALETTE, "traffic", "toggle_view",
-                     "focus_requests", "filter", "fault")
+DROP_ORDER: Final = ("add", "delete", "edit", "health", PALETTE, "traffic", "proxy_fault",
+                     "toggle_view", "focus_requests", "filter", "fault")
 
 
 def _name(key: FooterKey) -> str:
@@ -88,8 +88,11 @@ class KeyBar(Footer):
                     total -= cells
                     left_out.append(name)
         for unit_name, widgets, _ in self._units:
+            shown = unit_name not in left_out
             for widget in widgets:
-                shown = unit_name not in left_out
-                if widget.display != shown:
-                    widget.display = shown
+                # A group's keys too, so each key's `display` says whether it is in view.
+                inner = list(widget.children) if isinstance(widget, KeyGroup) else []
+                for part in (widget, *inner):
+                    if part.display != shown:
+                        part.display = shown
         self.left_out = left_out

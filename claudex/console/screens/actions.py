@@ -34,7 +34,7 @@ from claudex.engine.breaker.trips import duration_words
 BREAKER_VERBS: Final = frozenset({"trip", "reset"})  # also on an upstream proxy's row
 MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete", "toggle_enabled"})
 TABLE_ONLY: Final = frozenset({"cycle_sort"})
-DEMO_ONLY: Final = frozenset({"traffic", "fault"})
+DEMO_ONLY: Final = frozenset({"traffic", "fault", "proxy_fault"})
 
 ACTION_TEXT: Final[dict[str, str]] = {
     "trip": "trip the selected provider: open for a while (20m) or until reset, and why",
@@ -64,6 +64,11 @@ FAULT_TEXT: Final[dict[str, str]] = {
     "401": "reject the API key (401)",
     "spend": "spend a subscription's plan window (resets in 30 s)",
     "ok": "back to normal",
+}
+# The demo's upstream proxy (not the selected provider's fake): each key again undoes it.
+PROXY_FAULT_TEXT: Final[dict[str, str]] = {
+    "down": "upstream proxy corp down: connections refused (again: back up)",
+    "429": "upstream proxy corp answers 429, Retry-After 2 s (again: back to ok)",
 }
 
 EditorFactory = Callable[[Path, "str | None"], Screen[bool]]
@@ -400,7 +405,17 @@ class ActionsMixin(Screen[None]):
             _, name, params = parse_action(binding.action)
             if name == "fault" and params:
                 lines.append(HelpLine(binding.key, FAULT_TEXT.get(str(params[0]), "")))
+            elif name == "proxy_fault" and params:
+                lines.append(HelpLine(binding.key, PROXY_FAULT_TEXT.get(str(params[0]), "")))
         return lines
+
+    def action_proxy_fault(self, key: str) -> None:
+        if self.demo is None:
+            return
+        sentence = self.demo.toggle_proxy(key)
+        self.note(sentence)
+        self.notify(sentence)
+        self.request_refresh()
 
     def _own_bindings(self) -> list[Binding]:
         return [b for b in self.BINDINGS if isinstance(b, Binding)]

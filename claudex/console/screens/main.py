@@ -58,6 +58,7 @@ INBOX_MAX: Final = 2000      # events waiting for the next refresh (a stalled UI
 SHORT_BELOW: Final = 36      # terminal rows under which the event log shrinks
 
 FAULTS = Binding.Group("fault", compact=False)
+PROXY_FAULTS = Binding.Group("proxy", compact=False)  # the demo's upstream proxy corp
 
 
 def _error_age(profile: Mapping[str, Any], now_wall: float) -> int | None:
@@ -96,6 +97,10 @@ class MainScreen(RequestsMixin):
         Binding("5", "fault('401')", "401", id="claudex.demo.401", group=FAULTS),
         Binding("6", "fault('spend')", "spend", id="claudex.demo.spend", group=FAULTS),
         Binding("0", "fault('ok')", "ok", id="claudex.demo.ok", group=FAULTS),
+        Binding("7", "proxy_fault('down')", "proxy down", id="claudex.demo.proxy_down",
+                group=PROXY_FAULTS),
+        Binding("8", "proxy_fault('429')", "proxy 429", id="claudex.demo.proxy_429",
+                group=PROXY_FAULTS),
     ]
 
     def __init__(
