@@ -110,6 +110,10 @@ class DemoControls:
 
         def set_mode() -> None:
             proxy.set_mode(mode)  # type: ignore[arg-type]  # one of PROXY_MODES' values or ok
+            if mode == "rate_limited":
+                # Tunnels already open would carry on unbothered (a 429 answers a CONNECT):
+                # dropped, so the next requests meet the 429 at once.
+                proxy.drop_connections()
 
         try:
             self.run_on_world(set_mode)

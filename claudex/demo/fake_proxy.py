@@ -143,6 +143,12 @@ class FakeProxy:
         if self._started:
             self._sync_listener()
 
+    def drop_connections(self) -> None:
+        """Drop every open connection and tunnel now, as a proxy restarting would: a client's
+        pooled tunnel is gone, so its next request CONNECTs again and meets the current mode
+        (the demo's 429 key shows at once, not when the pool lets a tunnel go)."""
+        self._drop_connections()
+
     async def start(self) -> None:
         if self._started:
             return

@@ -25,6 +25,7 @@ from claudex.config.loader import load_config, parse_config
 from claudex.console.app import ConsoleApp
 from claudex.console.commands import palette_commands
 from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderPanel, RequestLog
+from claudex.console.components.proxy_strip import ProxyStrip
 from claudex.console.components.request_log import MAX_ROWS
 from claudex.console.format import RequestRow
 from claudex.console.hosting import Hosted, HostError, host_config, host_demo
@@ -580,6 +581,74 @@ async def test_demo_fault_key_breaks_the_selected_fake_and_traffic_fails_over(
         assert demo.traffic.running
         await pilot.press("g")
         assert not demo.traffic.running
+
+
+async def test_demo_proxy_keys_take_corp_down_and_make_it_answer_429(demo: Hosted) -> None:
+    """claude is reached through the demo's own upstream proxy corp (real sockets: the fault
+    proxy, a TLS front, the fakes): `7` takes corp down and claude-backup serves with claude's
+    breaker closed and nothing counted against it, until corp's breaker opens and the panels,
+    the strip and the events say so; `7` again brings corp back; `8` makes corp answer 429 until
+    the escalation names it."""
+    assert demo.controls is not None and demo.traffic is not None and demo.world is not None
+    proxy = demo.world.proxy
+    assert proxy is not None
+    proxy.retry_after = "0"  # the escalation without the demo's 2 s wait
+    app = ConsoleApp(LocalLink(demo.engine), demo=demo.controls)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert await demo.traffic.send_one("messages") == 200
+        assert proxy.connects["ok"] == 1  # claude's request went through corp (CONNECT)
+        await pilot.press("7")
+        assert proxy.mode == "down" and not proxy.listening
+        for _ in range(4):  # corp's breaker opens at the third refusal (the demo's threshold)
+            assert await demo.traffic.send_one("messages") == 200
+        await settle(app, pilot)
+        rows = app.main_screen.query_one(RequestLog).visible_rows()
+        assert [r.provider for r in rows[-4:]] == ["claude-backup"] * 4
+        assert rows[-4].trail == "claude proxy_refused → claude-backup 200"
+        assert rows[-1].trail == "claude no_route → claude-backup 200"  # corp open: skipped
+        snapshot = app.main_screen.snapshot_data
+        claude = next(p for p in snapshot["profiles"] if p["name"] == "claude")
+        assert claude["breaker"]["state"] == "closed"
+        assert claude["breaker"]["consecutive_failures"] == 0
+        assert claude["stats"]["failures"] == 0
+        assert claude["route"] == {"label": "via corp", "proxies": ["corp"],
+                                   "trouble": "proxy corp open (connection refused)"}
+        (corp,) = snapshot["upstream_proxies"]
+        assert corp["breaker"]["state"] == "open" and corp["health"] == "red"
+        assert corp["last_error"] == "connection refused"
+        panel = next(p for p in app.main_screen.query(ProviderPanel)
+                     if p.profile_name == "claude")
+        assert "via corp" in str(panel.border_subtitle)
+        assert "proxy corp open (connection refused)" in panel.route_line.text
+        assert app.main_screen.query_one(ProxyStrip).names == ["corp"]
+        events = "\n".join(line.text for line in app.main_screen.query_one(EventLog).lines)
+        assert "proxy corp opened (connection refused)" in events
+        await pilot.press("7")
+        assert proxy.mode == "ok"
+        for _ in range(100):  # the listener is back within a few loop turns
+            if proxy.listening:
+                break
+            await asyncio.sleep(0.01)
+        assert demo.engine.reset("corp")  # as `r` on corp's row: no wait for half-open
+        assert await demo.traffic.send_one("messages") == 200
+        await settle(app, pilot)
+        rows = app.main_screen.query_one(RequestLog).visible_rows()
+        assert rows[-1].provider == "claude" and rows[-1].trail == "claude 200"
+        await pilot.press("8")
+        assert proxy.mode == "rate_limited"
+        assert await demo.traffic.send_one("messages") == 200
+        await settle(app, pilot)
+        rows = app.main_screen.query_one(RequestLog).visible_rows()
+        assert rows[-1].provider == "claude-backup"
+        assert rows[-1].trail == ("claude proxy_rate_limited → claude proxy_rate_limited → "
+                                  "claude-backup 200")
+        assert proxy.connects["rate_limited"] == 2  # corp's max_attempts in the demo config
+        said = [e.message for e in demo.engine.events.recent]
+        assert any(m.startswith("Repeated rate-limit errors from the upstream proxy corp")
+                   for m in said), said
+        await pilot.press("8")
+        assert proxy.mode == "ok"
 
 
 async def test_demo_keys_are_hidden_outside_the_demo(engine: Engine) -> None:
