@@ -1,4 +1,5 @@
-"""`claudex demo --headless`: fake providers plus the proxy, and instructions on stdout."""
+"""`claudex demo --headless`: fake providers (claude's behind the demo's upstream proxy corp) plus
+the proxy, and instructions on stdout."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 import contextlib
 import signal
 
-from claudex.demo.world import DemoWorld, start_demo_world
+from claudex.demo.world import DEMO_PROXY, DemoWorld, start_demo_world
 from claudex.engine.engine import Engine
 from claudex.engine.masking import logs
 from claudex.server.app import create_app
@@ -36,12 +37,24 @@ Other faults: {{"mode":"500"}}, {{"mode":"429","retry_after":5}},
   {{"mode":"slow","latency_ms":4000}}, {{"mode":"401"}}, {{"mode":"cut"}};
   back to normal: {{"mode":"ok"}} (POST to the same URL).
 
-Watch the breakers:  claudex status --url {url}
+{_proxy_lines(world, url)}Watch the breakers:  claudex status --url {url}
 Trip / reset by hand: claudex trip claude --url {url}   ·   claudex reset claude --url {url}
 Point Claude Code at it: ANTHROPIC_BASE_URL={url} ANTHROPIC_AUTH_TOKEN=demo claude
 
 Ctrl-C stops everything.
 """
+
+
+def _proxy_lines(world: DemoWorld, url: str) -> str:
+    """How claude is reached (through the demo's upstream proxy), and how to take the proxy out
+    of its route by hand; "" without a proxy."""
+    if world.proxy is None or world.front is None:
+        return ""
+    return (f"claude goes through the upstream proxy {DEMO_PROXY} ({world.proxy.url}) to its fake "
+            f"over TLS ({world.front.base_url});\n"
+            f"  take the proxy out: claudex trip {DEMO_PROXY} --url {url}  (claude-backup serves, "
+            f"claude's breaker untouched)\n"
+            f"  (the console demo's keys 7 and 8 take it down and make it answer 429)\n\n")
 
 
 async def _run(port: int | None) -> int:
