@@ -27,10 +27,10 @@ from claudex.console.components.proxy_strip import (
 from claudex.console.format import event_colour
 from claudex.console.screens import ConfirmScreen
 from claudex.console.screens.trip_dialog import TripScreen
-from claudex.console.screenshots.proxies import ProxyOverlayLink as ProxyLink
 from claudex.engine.engine import Engine
 from claudex.engine.events import Event, EventKind
 from tests.conftest import TEST_ENV, build_config
+from tests.console.proxy_overlay import ProxyOverlayLink as ProxyLink
 
 SIZE = (140, 44)
 

@@ -2,7 +2,8 @@
 breaker open, the trouble named on the panels routed through it) and `corp-2` serving
 claude-backup, at 140x44 and 100x30, and the table view with the same strip. Built like the other
 snapshots (tests/console/test_console_snapshots.py: fake clock, fixed times) with the proxies'
-status overlaid (claudex/console/screenshots/proxies.py). Update after a deliberate change with
+status overlaid (tests/console/proxy_overlay.py; `make screenshots` takes the live demo's own
+proxy down instead). Update after a deliberate change with
 `pytest tests/console/test_console_proxies_snapshot.py --snapshot-update`."""
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import pytest
 from textual.pilot import Pilot
 
 from claudex.console.app import ConsoleApp
-from claudex.console.screenshots.proxies import ProxyOverlayLink
 from claudex.engine.clock import FakeClock
 from claudex.engine.engine import Engine
 from tests.conftest import TEST_ENV, build_config
+from tests.console.proxy_overlay import ProxyOverlayLink
 from tests.console.test_console_snapshots import PROFILES, SIZE, SMALL, START, healthy, utc_text
 
 

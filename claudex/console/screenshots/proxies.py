@@ -1,107 +1,63 @@
-"""`make screenshots`, upstream proxies (issue 36): the demo console with two proxies, `corp`
-refusing connections (its breaker open, the trouble named on claude's panel) and `corp-2` (SOCKS)
-carrying claude-backup's requests.
+"""`make screenshots`, upstream proxies (issue 36), from the live demo: claude is reached through
+the demo's own upstream proxy `corp` (claudex/demo/world.py), and the demo's keys really take it
+down and make it answer 429 (claudex/demo/controls.py) — nothing in these pictures is laid over
+the engine's status.
 
-The proxies' part of the status is overlaid on the demo engine's real one (`ProxyOverlayLink`)
-until the demo has a proxy of its own to take down (the fault proxy of claudex/demo): the shape
-is the engine's status contract (`upstream_proxies`, each profile's `route`), so the picture shows
-what the panels and the strip make of it. The console's snapshot test of the same scene
-(tests/console/test_console_proxies_snapshot.py) uses the same overlay.
+- `proxies`: `7` pressed, corp refusing connections: its breaker open after three refusals,
+  `proxy corp open (connection refused)` on claude's panel, corp red in the strip, the trail
+  `claude proxy_refused → claude-backup 200` (then `claude no_route → ...` while corp is open),
+  claude's own breaker closed, the transition in the events.
+- `proxy-429`: corp back up and reset, then `8`: corp answers CONNECT with 429 (Retry-After),
+  claude backs off there as corp's [retry] says, the escalation sentence naming the proxy, corp
+  yellow while it cools down, claude-backup serving.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from claudex.console.app import ConsoleApp
 from claudex.console.hosting import host_demo
 from claudex.console.link import LocalLink
 from claudex.console.screenshots.shooter import Shooter
 from claudex.demo.traffic import RequestKind
-from claudex.engine.engine import Engine
-from claudex.engine.events import Event
+from claudex.demo.world import DEMO_PROXY
 
-PROXIES: Final[tuple[Mapping[str, Any], ...]] = (
-    {"name": "corp", "url": "http://alice:****@proxy.corp:3128",
-     "breaker": {"state": "open", "consecutive_failures": 3, "retry_in_s": 11.0},
-     "health": "red", "requests": 214, "failures": 3,
-     "last_error": "connection refused", "profiles": ["claude", "grok"]},
-    {"name": "corp-2", "url": "socks5h://proxy2.corp:1080",
-     "breaker": {"state": "closed", "consecutive_failures": 0, "retry_in_s": None},
-     "health": "green", "requests": 58, "failures": 0, "last_error": None,
-     "profiles": ["claude-backup"]},
-)
 MIX: Final[tuple[RequestKind, ...]] = ("messages", "messages_stream", "chat", "messages",
                                        "responses", "messages")
-CORP_TROUBLE: Final = "proxy corp open (connection refused)"
-ROUTES: Final[Mapping[str, Mapping[str, Any]]] = {
-    "claude": {"label": "via corp", "proxies": ["corp"], "trouble": CORP_TROUBLE},
-    "grok": {"label": "via corp", "proxies": ["corp"], "trouble": CORP_TROUBLE},
-    "claude-backup": {"label": "via corp-2", "proxies": ["corp-2"], "trouble": None},
-    "codex": {"label": "direct", "proxies": [], "trouble": None},
-}
-
-
-class ProxyOverlayLink(LocalLink):
-    """The engine's status with `route` on each named profile and `upstream_proxies` laid over
-    it; trips and resets of a proxy's name are recorded, not sent (the engine under the overlay
-    has no such proxy)."""
-
-    def __init__(self, engine: Engine,
-                 proxies: tuple[Mapping[str, Any], ...] | list[Mapping[str, Any]] = PROXIES,
-                 routes: Mapping[str, Mapping[str, Any]] = ROUTES) -> None:
-        super().__init__(engine)
-        self.proxies = list(proxies)
-        self.routes = routes
-        self.asked: list[tuple[str, str]] = []
-
-    def snapshot(self) -> dict[str, Any]:
-        snapshot = super().snapshot()
-        for profile in snapshot.get("profiles") or []:
-            if profile["name"] in self.routes:
-                profile["route"] = copy.deepcopy(dict(self.routes[profile["name"]]))
-        if self.proxies:
-            snapshot["upstream_proxies"] = [copy.deepcopy(dict(p)) for p in self.proxies]
-        return snapshot
-
-    def _is_proxy(self, name: str) -> bool:
-        return any(p.get("name") == name for p in self.proxies)
-
-    async def trip(self, name: str, seconds: float | None = None,
-                   reason: str | None = None) -> bool:
-        if self._is_proxy(name):
-            self.asked.append(("trip", name))
-            return True
-        return await super().trip(name, seconds, reason)
-
-    async def reset(self, name: str) -> bool:
-        if self._is_proxy(name):
-            self.asked.append(("reset", name))
-            return True
-        return await super().reset(name)
+# Through a dead corp: three refusals open its breaker (the demo's failure_threshold), then
+# claude is skipped (no route) and claude-backup serves.
+WHILE_DOWN: Final[tuple[RequestKind, ...]] = ("messages", "messages_stream", "messages",
+                                              "chat", "messages")
+WHILE_429: Final[tuple[RequestKind, ...]] = ("messages", "chat", "messages_stream")
+PROXY_429_RETRY_AFTER: Final = "1"  # the shot's own wait, shorter than the demo's 2 s
 
 
 async def take_proxy_screenshots(size: tuple[int, int]) -> dict[str, str]:
-    """The "proxies" shot's name and SVG."""
+    """The "proxies" and "proxy-429" shots' names and SVGs."""
     hosted = await host_demo(None, health=False)
     try:
-        traffic = hosted.traffic
-        assert traffic is not None
-        await hosted.engine.check_health_now()
-        app = ConsoleApp(ProxyOverlayLink(hosted.engine), demo=hosted.controls)
+        traffic, world = hosted.traffic, hosted.world
+        assert traffic is not None and world is not None and world.proxy is not None
+        await hosted.engine.check_health_now()  # through corp for claude, while it is up
+        app = ConsoleApp(LocalLink(hosted.engine), demo=hosted.controls)
         async with app.run_test(size=size) as pilot:
             shot = Shooter(app, pilot)
             await shot.settle()
             for kind in MIX:
                 await traffic.send_one(kind)
-            # The transition the engine announces when corp's breaker opens.
-            # (kind "proxy": the engine's word for a proxy's events, issue 36)
-            hosted.engine.events.publish(Event(
-                "proxy", CORP_TROUBLE.replace(" open ", " opened "), "corp",
-                {"proxy": "corp", "old": "closed", "new": "open"}))
+            await pilot.press("7")  # the demo's key: corp down, connections refused
+            for kind in WHILE_DOWN:
+                await traffic.send_one(kind)
             await shot.shoot("proxies")
+
+            await pilot.press("7")  # corp back up; reset, as `r` on its row would
+            hosted.engine.reset(DEMO_PROXY)
+            world.proxy.retry_after = PROXY_429_RETRY_AFTER
+            await pilot.press("8")  # 429 to every CONNECT
+            for kind in WHILE_429:
+                await traffic.send_one(kind)
+            await shot.shoot("proxy-429")
             return shot.pictures
     finally:
         await hosted.close()
