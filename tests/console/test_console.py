@@ -282,6 +282,28 @@ def numbered_rows(start: int, count: int) -> list[RequestRow]:
             for i in range(start, start + count)]
 
 
+async def test_request_log_at_its_end_stays_there_when_its_box_changes_height(
+    engine: Engine,
+) -> None:
+    """A panel growing a line (a route's trouble) shrinks the log and back: the log at its end
+    stays at its end, so the next rows are in view (seen in the demo's proxy screenshots)."""
+    app = ConsoleApp(LocalLink(engine))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        log = app.main_screen.query_one(RequestLog)
+        log.add_rows_from(numbered_rows(0, 50))
+        await pilot.pause()
+        assert log.scroll_y == log.max_scroll_y > 0
+        await pilot.resize_terminal(SIZE[0], SIZE[1] + 6)  # the log grows: the scroll clamps
+        await settle(app, pilot)
+        await pilot.resize_terminal(*SIZE)  # and shrinks back
+        await settle(app, pilot)
+        assert log.scroll_y == log.max_scroll_y
+        log.add_rows_from(numbered_rows(50, 2))
+        await pilot.pause()
+        assert log.render_line(log.size.height - 1).text.startswith(" t0051 ")
+
+
 async def test_request_log_follows_the_end_only_while_the_operator_is_there(
     engine: Engine,
 ) -> None:

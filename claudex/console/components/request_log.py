@@ -88,6 +88,9 @@ class RequestLog(RequestLines, can_focus=False):
         self.top_note: str | None = None  # the line above the oldest row
         self.history_done = False  # the journal has nothing older (for this filter)
         self._following = False  # a scroll to the end is on its way
+        # Whether the newest row was in view at the last scroll or added rows: a log at its end
+        # stays there when its box changes height (`on_resize`).
+        self._at_end = True
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -118,6 +121,7 @@ class RequestLog(RequestLines, can_focus=False):
         self._resized()
         if on_last and at_end:
             self.cursor = len(self._shown) - 1
+        self._at_end = at_end
         if at_end:
             self._follow_end()
         elif dropped:
@@ -230,6 +234,16 @@ class RequestLog(RequestLines, can_focus=False):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
 
         self.call_after_refresh(scroll)
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._at_end = new_value >= self.max_scroll_y
+
+    def on_resize(self, event: events.Resize) -> None:
+        # A panel growing a line (a route's trouble) shrinks the log and back: the clamped
+        # scroll would leave the log one row short of its end, and every new row below view.
+        if self._at_end and not self.is_vertical_scroll_end:
+            self._follow_end()
 
     def _resized(self) -> None:
         size = Size(line_width(self.widths), len(self._shown) + 1 + self._top)  # +1: header
