@@ -29,6 +29,7 @@ from claudex.console.screens.confirm import ConfirmScreen
 from claudex.console.screens.enabling import ask_to_toggle
 from claudex.console.screens.help import HelpLine, HelpScreen
 from claudex.console.screens.trip_dialog import TripScreen
+from claudex.demo.world import PROXY_RETRY_AFTER_S
 from claudex.engine.breaker.trips import duration_words
 
 BREAKER_VERBS: Final = frozenset({"trip", "reset"})  # also on an upstream proxy's row
@@ -68,7 +69,8 @@ FAULT_TEXT: Final[dict[str, str]] = {
 # The demo's upstream proxy (not the selected provider's fake): each key again undoes it.
 PROXY_FAULT_TEXT: Final[dict[str, str]] = {
     "down": "upstream proxy corp down: connections refused (again: back up)",
-    "429": "upstream proxy corp answers 429, Retry-After 2 s (again: back to ok)",
+    "429": f"upstream proxy corp answers 429, Retry-After {PROXY_RETRY_AFTER_S:g} s "
+           "(again: back to ok)",
 }
 
 EditorFactory = Callable[[Path, "str | None"], Screen[bool]]
