@@ -13,7 +13,7 @@ import asyncio
 import ssl
 from pathlib import Path
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Self, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from claudex.demo.pki import CertFiles
@@ -173,6 +173,8 @@ class _Accepted(asyncio.Protocol):
         self._front = front
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()
-        self._front._accepted(transport)
+        # A stream transport, though not always an asyncio.Transport subclass: uvloop's are not
+        # (the console runs the demo world on the engine's uvloop thread).
+        stream = cast(asyncio.Transport, transport)
+        stream.pause_reading()
+        self._front._accepted(stream)

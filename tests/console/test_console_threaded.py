@@ -202,6 +202,17 @@ async def test_demo_faults_and_traffic_are_set_on_the_world_thread(
     assert controls.inject("claude", "ok") == "fake claude answers normally again"
     assert controls.toggle_traffic() and traffic.running
     assert not controls.toggle_traffic() and not traffic.running
+    # The demo's upstream proxy too (on the engine's uvloop thread, with claude behind it).
+    proxy = controls.proxies["corp"]
+    assert controls.toggle_proxy("down") == "upstream proxy corp is down: connections refused"
+    assert proxy.mode == "down" and refuses(proxy.url)
+    async with httpx.AsyncClient(base_url=hosted.server.url) as client:
+        response = await client.post("/v1/messages", json=anthropic_body())
+    assert response.headers["x-claudex-attempts"] == "claude:proxy_refused,claude-backup:200"
+    assert controls.toggle_proxy("down") == "upstream proxy corp tunnels again"
+    assert controls.toggle_proxy("429").startswith("upstream proxy corp answers 429")
+    assert controls.proxy_mode() == "rate_limited"
+    assert controls.toggle_proxy("429") == "upstream proxy corp tunnels again"
 
 
 async def test_stop_lets_a_request_in_flight_finish_then_closes_the_port(
