@@ -58,8 +58,8 @@ def help_body(actions: Sequence[HelpLine], demo: Sequence[HelpLine], *, read_onl
 
     parts: list[RenderableType] = [Text("Keys", style="bold"), lines(actions), Text()]
     if demo:
-        parts += [Text("Demo (acts on the selected provider's fake)", style="bold"),
-                  lines(demo), Text()]
+        parts += [Text("Demo (1-6, 0: the selected provider's fake; 7, 8: the demo's proxy corp)",
+                       style="bold"), lines(demo), Text()]
     parts.append(Text("Colours", style="bold"))
     parts.append(_table([
         (Text.assemble(("● ", palette.get(f"claudex-{colour}", "")), (colour, "bold")),
