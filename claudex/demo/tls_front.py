@@ -10,6 +10,7 @@ signed by `client_ca`; a handshake without one fails before any byte reaches the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 from pathlib import Path
 from types import TracebackType
@@ -153,8 +154,16 @@ class TlsFront:
             upstream_reader, upstream_writer = await asyncio.open_connection(
                 self._target.hostname, self._target.port)
             self._transports.add(upstream_writer.transport)  # type: ignore[arg-type]
-            await asyncio.gather(_pipe(client_reader, upstream_writer),
-                                 _pipe(upstream_reader, client_writer))
+            to_upstream = asyncio.ensure_future(_pipe(client_reader, upstream_writer))
+            try:
+                # When the fake's side ends (it went down, or closed after its answer) the
+                # client's connection closes too: TLS cannot half-close, and a client left
+                # waiting on a pooled connection would wait out its read timeout.
+                await _pipe(upstream_reader, client_writer)
+            finally:
+                to_upstream.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await to_upstream
         except OSError:
             pass  # the fake is down: the client sees its connection closed, as from a dead server
         finally:
