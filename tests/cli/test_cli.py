@@ -91,7 +91,7 @@ async def test_status_trip_reset_against_running_serve(served: dict[str, Any]) -
     code, out, _ = await claudex("trip", "backup", "--url", url)
     assert (code, out.strip()) == (0, "backup: breaker forced_open")
     code, _, err = await claudex("trip", "nobody", "--url", url)
-    assert code == 1 and "No profile named 'nobody'" in err
+    assert code == 1 and "No profile or upstream proxy named 'nobody'" in err
 
 
 async def test_status_without_engine_says_how_to_start_one() -> None:

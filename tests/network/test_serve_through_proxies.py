@@ -434,8 +434,6 @@ async def test_corporate_host_without_the_proxy_is_unreachable(
 
 # ---------------------------------------------------------------- the control plane
 
-@pytest.mark.xfail(strict=True, reason="health probes do not take the profile's route yet "
-                   "(NET-SPEC: engine/network/httpx_client.py client_for(route))")
 async def test_health_probes_take_the_profiles_route(world: World, fake_proxy: Any) -> None:
     proxy = await fake_proxy()
     serve = await world.serve(world.config(corp(proxy.url)),
