@@ -157,20 +157,25 @@ async def test_open_proxy_breaker_skips_the_provider_with_the_reason(
     await serve.assert_provider_untouched()
 
 
-async def test_provider_down_behind_the_proxy_is_charged_to_the_proxy(
+async def test_provider_down_behind_the_proxy_is_the_providers_failure(
         world: World, tinyproxy: TinyProxy, microsocks: Any) -> None:
-    """The table as written: a CONNECT the proxy cannot complete is the proxy's (tinyproxy
-    answers 500 "Unable to connect", a SOCKS5 server reply 5)."""
+    """A proxy saying it could not reach the provider (tinyproxy's CONNECT answer 500 "Unable
+    to connect", a SOCKS5 server's reply 5) is the provider's failure, as a refused direct
+    connection is: the provider's breaker counts it, the proxy's does not (one dead provider
+    must not close a proxy every other provider shares)."""
     await world.front.close()
-    serve = await world.serve(world.config(corp(tinyproxy.url_with(PROXY_USER, None))),
-                              password=PROXY_PASSWORD)
-    row = await failed_over(serve, "proxy_bad_gateway")
-    assert "500" in row["last_error"]
-    socks = await world.serve(world.config(corp(microsocks.url)))
-    response = await socks.ask()
-    assert response.headers["x-claudex-provider"] == "claude-backup"
-    assert attempts(response).startswith("claude:proxy_"), attempts(response)
-    await socks.assert_provider_untouched()
+    for url, password in ((tinyproxy.url_with(PROXY_USER, None), PROXY_PASSWORD),
+                          (microsocks.url, None)):
+        serve = await world.serve(world.config(corp(url)), password=password)
+        response = await serve.ask()
+        assert response.headers["x-claudex-provider"] == "claude-backup"
+        trail = attempts(response)
+        assert trail.startswith("claude:connect_error") and trail.endswith("claude-backup:200")
+        profile = await serve.profile("claude")
+        assert profile["breaker"]["consecutive_failures"] >= 1, profile["breaker"]
+        proxy = await serve.proxy("corp")
+        assert proxy["breaker"]["state"] == "closed" and proxy["failures"] == 0, proxy
+        assert proxy["health"] == "green", proxy
 
 
 async def test_refused_fault_proxy_down_then_up(world: World, fake_proxy: Any) -> None:
