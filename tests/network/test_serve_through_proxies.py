@@ -102,6 +102,21 @@ async def test_tinyproxy_route_serves(world: World, tinyproxy: TinyProxy) -> Non
 
 
 
+async def test_a_plain_http_provider_through_tinyproxy_keeps_serving(
+        world: World, tinyproxy: TinyProxy) -> None:
+    """tinyproxy 1.11 closes the client's connection after every plain-http answer without
+    saying so (HTTP/1.1, no `Connection: close`): a pooled connection reused then fails. claudex
+    opens one per request to a plain-http provider through an HTTP proxy, so none fails."""
+    serve = await world.serve(world.config(corp(tinyproxy.url_with(PROXY_USER, None)),
+                                           claude_url=world.claude.base_url),
+                              password=PROXY_PASSWORD)
+    for _ in range(5):  # rounds of concurrent requests, as wrk found the failure
+        answers = await asyncio.gather(*(serve.ask() for _ in range(16)))
+        assert [attempts(r) for r in answers] == ["claude:200"] * 16
+    assert world.claude.request_count == 80
+    await serve.assert_provider_untouched()
+
+
 def attempts(response: Any) -> str:
     return str(response.headers["x-claudex-attempts"])
 
