@@ -47,6 +47,7 @@ from claudex.engine.masking.secrets import SCRUBBER
 from claudex.engine.network.failures import (
     ProxyFailure,
     ProxyKind,
+    beyond_proxy,
     proxy_failure,
     status_failure,
     untrusted_words,
@@ -215,6 +216,11 @@ class OneProvider:
                 if proxied is not None:
                     _unhook_frames(exc)
                     return proxied
+                beyond = beyond_proxy(exc)  # the proxy says the provider is unreachable
+                if beyond is not None:
+                    _unhook_frames(exc)
+                    return Seen(Outcome.CONNECT_ERROR, ledger.attempt(
+                        Outcome.CONNECT_ERROR, None, f"through {hop.name}: {beyond}"))
             if not isinstance(exc, Exception):
                 raise
             outcome, words = map_transport_error(exc)  # mapped at one place

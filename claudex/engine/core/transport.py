@@ -133,7 +133,7 @@ class AiohttpTransport:
             headers = self._auth_headers[hop] = {"Proxy-Authorization": f"Basic {token}"}
         return headers
 
-    def _proxied_session(self, provider: str, hop: Hop) -> aiohttp.ClientSession:
+    def _proxied_session(self, provider: str, hop: Hop, url: str) -> aiohttp.ClientSession:
         key = (provider, hop.name)
         known = self._proxied.get(key)
         if known is not None and known[0] == hop and not known[1].closed:
@@ -155,7 +155,13 @@ class AiohttpTransport:
                 username=hop.username, password=hop.password,
                 rdns=hop.scheme == "socks5h", limit=self._limit, ttl_dns_cache=300)
         else:
-            connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300)
+            # A plain-http provider through an HTTP proxy: one connection per request. tinyproxy
+            # 1.11 closes the client's connection after every forwarded answer while answering
+            # HTTP/1.1 without `Connection: close`, so a pooled connection reused at that moment
+            # fails writing the body (aiohttp: "Can not write request body"); curl sees the same
+            # close. An https provider goes through a CONNECT tunnel, kept in the pool.
+            connector = aiohttp.TCPConnector(limit=self._limit, ttl_dns_cache=300,
+                                             force_close=url.startswith("http:"))
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True,
                                         timeout=aiohttp.ClientTimeout(total=None))
         self._proxied[key] = (hop, session)
@@ -194,7 +200,7 @@ class AiohttpTransport:
         if via is None:
             session = self._session(provider)
         else:
-            session = self._proxied_session(provider, via)
+            session = self._proxied_session(provider, via, url)
             if via.scheme in ("http", "https"):
                 # Never a silent bypass: the proxy is named on every request, and a failure to
                 # reach it raises (engine/network/failures.py), it is never retried direct.

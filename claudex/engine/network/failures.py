@@ -24,6 +24,13 @@ What aiohttp and aiohttp-socks raise, verified against real sockets on 127.0.0.1
     ClientSSLError (another TLS failure) with the proxy's host      -> tls_failed
 
 `proxy_failure()` returns None for every other exception: the provider's (classify.py).
+
+Not the proxy's either: a proxy's word that it reached out and the *provider* could not be
+reached — tinyproxy's CONNECT answer 500 "Unable to connect", a SOCKS5 reply 3, 4 or 5 (network
+unreachable, host unreachable, connection refused by the destination). Neither is in the issue's
+table, and charging them to the proxy would let one dead provider open the breaker of a proxy
+every other provider shares. `beyond_proxy()` words them; they count against the provider as a
+refused direct connection would (a connect error: the next provider).
 """
 
 from __future__ import annotations
@@ -153,9 +160,32 @@ def _socks_error(exc: BaseException) -> Exception | None:
     return found
 
 
+# SOCKS5 replies (RFC 1928 section 6) that say the destination, not the proxy, failed.
+_SOCKS_TARGET_REPLIES = {3: "network unreachable", 4: "host unreachable",
+                         5: "connection refused by the provider"}
+# A CONNECT answer that says the proxy could not connect to the target (tinyproxy 1.11: 500
+# "Unable to connect"); 502/503/504 stay the proxy's, as the issue's table says.
+_TARGET_STATUSES = frozenset({500})
+
+
+def beyond_proxy(exc: BaseException) -> str | None:
+    """Words for a failure the proxy reports at the provider (see the module's docstring), or
+    None."""
+    socks = _socks_error(exc)
+    if isinstance(socks, python_socks.ProxyError):
+        said = _SOCKS_TARGET_REPLIES.get(socks.error_code) if isinstance(
+            socks.error_code, int) else None
+        return None if said is None else f"{said} (SOCKS reply {socks.error_code})"
+    if isinstance(exc, aiohttp.ClientHttpProxyError) and exc.status in _TARGET_STATUSES:
+        return f"the proxy could not connect to the provider ({exc.status})"
+    return None
+
+
 def proxy_failure(exc: BaseException, hop: Hop, now_wall: float) -> ProxyFailure | None:
     """The proxy's failure that `exc` (raised sending through `hop`) says, or None: not the
     proxy's (the provider's own, classify.py maps it)."""
+    if beyond_proxy(exc) is not None:
+        return None
     socks = _socks_error(exc)
     if socks is not None:
         return _socks_failure(socks)
