@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine.core.request import SKIP_OUTCOMES
+from claudex.engine.core.request import PROXY_OUTCOMES, SKIP_OUTCOMES
 from soak.protocol_check import (
     Malformed,
     anthropic_events,
@@ -37,6 +37,12 @@ BAD_OUTCOMES: Final = frozenset({"malformed", "lost", "late"})
 # Attempts that never reach a provider (the x-claudex-attempts vocabulary in DESIGN.md).
 _NO_UPSTREAM_CALL: Final = SKIP_OUTCOMES | {"credentials", "translation_error"}
 _ID: Final = re.compile(r"soak-(\d+)")
+# An attempt the upstream proxy stopped (issue 36): it never reached the provider and is never
+# the provider's failure.
+PROXY_TOKENS: Final = PROXY_OUTCOMES | {"no_route"}
+# A provider's breaker opening this soon after its proxy was out, while the provider itself
+# had no fault, was opened by the proxy's failures.
+PROXY_BLAME_S: Final = 3.0
 
 
 @dataclass(frozen=True)
@@ -220,4 +226,43 @@ def spent_window_resent(exchanges: Iterable[Exchange], spent: Iterable[tuple[str
                         f"claudex knew was spent {1000 * (ex.started - since):.0f} ms before "
                         f"(known spent for {until - ex.started:.1f} s more)")
                     break
+    return problems
+
+
+def proxy_problems(exchanges: Iterable[Exchange], calls: dict[int, list[tuple[float, str]]],
+                   proxied: str, seen: Counter[str], *, forwarded: int,
+                   opens: Iterable[tuple[str, float]],
+                   proxy_out: Iterable[tuple[float, float]],
+                   disturbed: Iterable[tuple[float, float]]) -> list[str]:
+    """A proxy's failure is the proxy's (issue 36), judged three ways:
+
+    - a proxy outcome (`proxy_refused`, `proxy_rate_limited`, `no_route`...) appears only at
+      `proxied`, the one provider behind a proxy (counted into `seen`, by outcome);
+    - never a silent bypass: `proxied` received no more of the soak's calls than the proxy
+      forwarded (`forwarded`: its plain requests and CONNECTs in mode ok);
+    - `proxied`'s breaker never opened (`opens`: (provider, at) of every transition to open,
+      the engine's monotonic clock, the same as this process's) while the proxy was out
+      (`proxy_out`: (from, until)) or had been within `PROXY_BLAME_S`, unless the provider
+      had its own fault then (`disturbed`: (from, until), its faults' durations plus the
+      longest a request already sent may take to fail)."""
+    problems: list[str] = []
+    for ex in exchanges:
+        for provider, outcome in attempt_tokens(ex):
+            if outcome not in PROXY_TOKENS:
+                continue
+            seen[outcome] += 1
+            if provider != proxied:
+                problems.append(f"request {ex.spec.id}: {provider}:{outcome} — {provider} is "
+                                f"direct: trail {(ex.headers or {}).get('x-claudex-attempts')}")
+    reached = sum(1 for arrivals in calls.values() for _, p in arrivals if p == proxied)
+    if reached > forwarded:
+        problems.append(f"{proxied} received {reached} calls but its proxy forwarded "
+                        f"{forwarded}: some went around the proxy")
+    outs, own = list(proxy_out), list(disturbed)
+    for provider, at in opens:
+        if provider != proxied or any(a <= at <= b for a, b in own):
+            continue
+        if any(a <= at <= b + PROXY_BLAME_S for a, b in outs):
+            problems.append(f"{proxied}'s breaker opened while only its proxy was out "
+                            f"(engine clock {at:.3f}): a proxy failure counted against it")
     return problems

@@ -6,6 +6,12 @@ Profiles (one of each auth style and both protocols):
             backups beta then gamma
     beta    OpenAICompatible, api key from the environment, backup gamma
     gamma   DirectAnthropic, api key from the environment, no backup
+
+beta is reached through an upstream proxy of its own, "corp" (claudex/demo/fake_proxy.py, named in
+`[[upstream_proxies]]`; issue 36), which the chaos schedule takes down and makes answer 429; the
+others are direct. beta is also alpha's first backup, so an out proxy is met both by requests
+addressed to beta (they fail over to gamma) and in the middle of alpha's chain (skipped as
+`no_route`, like an open breaker).
 """
 
 from __future__ import annotations
@@ -25,11 +31,15 @@ import httpx
 
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
+from claudex.demo.fake_proxy import FakeProxy
 from claudex.demo.world import free_port
 
 PROVIDERS: Final = (("alpha", "anthropic"), ("beta", "openai"), ("gamma", "anthropic"))
 BACKUPS: Final = {"alpha": ("beta", "gamma"), "beta": ("gamma",), "gamma": ()}
 OAUTH_PROVIDER: Final = "alpha"
+PROXY_NAME: Final = "corp"
+PROXIED: Final = "beta"
+"""The provider behind the upstream proxy `PROXY_NAME`."""
 REPO: Final = Path(__file__).resolve().parent.parent  # where `python -m soak.child` is found
 KEYS: Final = {"SOAK_BETA_KEY": "sk-soak-beta-0123456789", "SOAK_GAMMA_KEY": "sk-soak-gamma-987654"}
 
@@ -71,9 +81,11 @@ class Limits:
 
 
 def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds: Path,
-                token_url: str, history: Path) -> str:
+                token_url: str, history: Path, proxy_url: str | None = None) -> str:
     """The soak's config; `history` is its journal, in the soak's own folder (the default path
-    is the user's own journal: a soak's fake traffic must never land there)."""
+    is the user's own journal: a soak's fake traffic must never land there). With `proxy_url`,
+    `PROXIED` goes through the upstream proxy `PROXY_NAME` there (the proxy's breaker and retry
+    settings are the globals above) and the others are direct."""
     lines = [
         "# Written by the claudex soak; every number here bounds a request's deadline.",
         "[proxy]",
@@ -110,6 +122,8 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         "[history]",
         f"path = {json.dumps(str(history))}  # the soak's own, never the user's",
     ]
+    if proxy_url is not None:
+        lines += ["", "[[upstream_proxies]]", f'name = "{PROXY_NAME}"', f'url = "{proxy_url}"']
     for name, protocol in PROVIDERS:
         fake = fakes[name]
         provider_type = "DirectAnthropic" if protocol == "anthropic" else "OpenAICompatible"
@@ -123,6 +137,8 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
             f'default_model = "{name}-model"',
             f"backup_providers = [{backups}]",
         ]
+        if proxy_url is not None:
+            lines.append(f'upstream_proxy = "{PROXY_NAME if name == PROXIED else "direct"}"')
         if name == OAUTH_PROVIDER:
             lines += ['auth_type = "oauth"', 'oauth_provider = "claude"',
                       f'credentials_file = "{creds}"', f'token_url = "{token_url}"']
@@ -193,6 +209,8 @@ class World:
     tokens: FakeTokenServer = field(default_factory=FakeTokenServer)
     serve: ServeProcess | None = None
     credentials: Path | None = None
+    proxy: FakeProxy = field(default_factory=FakeProxy)
+    """`PROXIED`'s upstream proxy; the chaos sets its mode."""
 
     @property
     def state_dir(self) -> Path:
@@ -212,13 +230,14 @@ class World:
             fake.strict_models = False
         self.fakes = {fake.name: fake for fake in started}
         await self.tokens.start()
+        await self.proxy.start()
         self.credentials = self.workdir / "claude-credentials.json"
         write_credentials(self.credentials, "soak-access-0", "soak-refresh-0")
         self.fakes[OAUTH_PROVIDER].faults.valid_tokens = {"soak-access-0"}
         port = free_port()
         config = self.workdir / "soak.toml"
         config.write_text(config_text(self.fakes, port, self.limits, self.credentials,
-                                      self.tokens.token_url, self.history))
+                                      self.tokens.token_url, self.history, self.proxy.url))
         config.chmod(0o600)
         log_path = self.workdir / "serve.log"
         module = "soak.child" if self.instruments else "claudex.cli"
@@ -250,4 +269,5 @@ class World:
         status = await self.serve.stop() if self.serve is not None else None
         await stop_fakes(self.fakes.values())
         await self.tokens.stop()
+        await self.proxy.close()
         return status
