@@ -229,40 +229,49 @@ def spent_window_resent(exchanges: Iterable[Exchange], spent: Iterable[tuple[str
     return problems
 
 
-def proxy_problems(exchanges: Iterable[Exchange], calls: dict[int, list[tuple[float, str]]],
-                   proxied: str, seen: Counter[str], *, forwarded: int,
+def proxy_problems(exchanges: Iterable[Exchange], proxied: str, seen: Counter[str], *,
+                   tunnels: int, tls_connections: int,
                    opens: Iterable[tuple[str, float]],
                    proxy_out: Iterable[tuple[float, float]],
                    disturbed: Iterable[tuple[float, float]]) -> list[str]:
-    """A proxy's failure is the proxy's (issue 36), judged three ways:
+    """A proxy's failure is the proxy's (issue 36), judged four ways:
 
     - a proxy outcome (`proxy_refused`, `proxy_rate_limited`, `no_route`...) appears only at
       `proxied`, the one provider behind a proxy (counted into `seen`, by outcome);
-    - never a silent bypass: `proxied` received no more of the soak's calls than the proxy
-      forwarded (`forwarded`: its plain requests and CONNECTs in mode ok);
-    - `proxied`'s breaker never opened (`opens`: (provider, at) of every transition to open,
-      the engine's monotonic clock, the same as this process's) while the proxy was out
-      (`proxy_out`: (from, until)) or had been within `PROXY_BLAME_S`, unless the provider
-      had its own fault then (`disturbed`: (from, until), its faults' durations plus the
-      longest a request already sent may take to fail)."""
+    - never a silent bypass: `proxied`'s TLS front accepted no more connections
+      (`tls_connections`) than the proxy opened tunnels to it (`tunnels`: CONNECTs in mode ok);
+    - while the proxy was out (`proxy_out`: (from, until), monotonic) and `proxied` had no
+      fault of its own (`disturbed`: (from, until), its faults' durations plus the longest a
+      request already sent may take to fail), a request's trail shows no failure of
+      `proxied`'s own at it (a `proxy_refused` taken for a connect error, a proxy's 429 for the
+      provider's);
+    - nor did `proxied`'s breaker open then (`opens`: (provider, at) of every transition to
+      open, the engine's monotonic clock — this process's too), or within `PROXY_BLAME_S` of
+      the proxy coming back."""
     problems: list[str] = []
-    for ex in exchanges:
-        for provider, outcome in attempt_tokens(ex):
-            if outcome not in PROXY_TOKENS:
-                continue
-            seen[outcome] += 1
-            if provider != proxied:
-                problems.append(f"request {ex.spec.id}: {provider}:{outcome} — {provider} is "
-                                f"direct: trail {(ex.headers or {}).get('x-claudex-attempts')}")
-    reached = sum(1 for arrivals in calls.values() for _, p in arrivals if p == proxied)
-    if reached > forwarded:
-        problems.append(f"{proxied} received {reached} calls but its proxy forwarded "
-                        f"{forwarded}: some went around the proxy")
     outs, own = list(proxy_out), list(disturbed)
+
+    def proxy_only(began: float, ended: float) -> bool:
+        return (any(a <= ended and began <= b + PROXY_BLAME_S for a, b in outs)
+                and not any(a <= ended and began <= b for a, b in own))
+
+    for ex in exchanges:
+        trail = (ex.headers or {}).get("x-claudex-attempts")
+        for provider, outcome in attempt_tokens(ex):
+            if outcome in PROXY_TOKENS:
+                seen[outcome] += 1
+                if provider != proxied:
+                    problems.append(f"request {ex.spec.id}: {provider}:{outcome} — {provider} "
+                                    f"is direct: trail {trail}")
+            elif (provider == proxied and outcome not in _NO_UPSTREAM_CALL
+                  and not outcome.startswith("2") and proxy_only(ex.started, ex.ended)):
+                problems.append(f"request {ex.spec.id}: {provider}:{outcome} while only its "
+                                f"proxy was out: trail {trail}")
+    if tls_connections > tunnels:
+        problems.append(f"{proxied}'s TLS front accepted {tls_connections} connections but its "
+                        f"proxy opened {tunnels} tunnels: some went around the proxy")
     for provider, at in opens:
-        if provider != proxied or any(a <= at <= b for a, b in own):
-            continue
-        if any(a <= at <= b + PROXY_BLAME_S for a, b in outs):
+        if provider == proxied and proxy_only(at, at):
             problems.append(f"{proxied}'s breaker opened while only its proxy was out "
                             f"(engine clock {at:.3f}): a proxy failure counted against it")
     return problems

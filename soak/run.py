@@ -456,9 +456,11 @@ class _Soak:
             problem = upstream_problem(ex, calls.get(ex.spec.id, []))
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
+        front = self.world.front
         report.violations.extend(proxy_problems(
-            self.exchanges, calls, PROXIED, report.proxy_attempts,
-            forwarded=self.world.proxy.forwards["ok"] + self.world.proxy.connects["ok"],
+            self.exchanges, PROXIED, report.proxy_attempts,
+            tunnels=self.world.proxy.connects["ok"],
+            tls_connections=front.connections if front is not None else 0,
             opens=self.breaker_opens, proxy_out=self.proxy_out, disturbed=self.disturbed))
         report.violations.extend(context_relearned(self.exchanges))
         report.violations.extend(spent_window_resent(self.exchanges, self.spent,
