@@ -7,6 +7,11 @@ routing, breaker, retry, logging or statistics: whatever claudex costs above thi
 its features (or waste).
 
     python -m bench.reference_proxy --port 8100 --upstream http://127.0.0.1:8200 [--model M]
+        [--proxy http://127.0.0.1:8888]
+
+`--proxy`: every request goes through that HTTP proxy (aiohttp's own `proxy=`), the least a
+forwarder behind a corporate proxy can do, beside which claudex behind the same proxy is judged
+(bench/network_cost.py).
 
 Requests keep their path: POST /v1/messages goes to {upstream}/v1/messages.
 """
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import ssl
 import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -34,9 +40,12 @@ _PASS = frozenset({b"content-type", b"request-id", b"x-request-id"})
 
 
 class ReferenceForwarder:
-    def __init__(self, upstream: str, model: str | None) -> None:
+    def __init__(self, upstream: str, model: str | None, proxy: str | None = None,
+                 ca: str | None = None) -> None:
         self.upstream = upstream.rstrip("/")
         self.model = model
+        self.proxy = proxy
+        self.ca = ca
         self.session: aiohttp.ClientSession | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -51,7 +60,7 @@ class ReferenceForwarder:
             if message["type"] == "lifespan.startup":
                 self.session = aiohttp.ClientSession(
                     # No pool limit: the scale section runs thousands of streams at once.
-                    connector=aiohttp.TCPConnector(limit=0),
+                    connector=aiohttp.TCPConnector(limit=0, ssl=self._tls()),
                     skip_auto_headers=("User-Agent",),
                     timeout=aiohttp.ClientTimeout(total=None),
                 )
@@ -61,6 +70,14 @@ class ReferenceForwarder:
                     await self.session.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+
+    def _tls(self) -> ssl.SSLContext | bool:
+        """True (aiohttp's default verification), or a context trusting `--ca` besides."""
+        if self.ca is None:
+            return True
+        context = ssl.create_default_context()
+        context.load_verify_locations(cafile=self.ca)
+        return context
 
     async def _forward(self, scope: Scope, receive: Receive, send: Send) -> None:
         chunks: list[bytes] = []
@@ -85,7 +102,7 @@ class ReferenceForwarder:
                 headers["anthropic-version"] = value.decode()
         assert self.session is not None
         url = self.upstream + scope["path"]
-        async with self.session.post(url, data=payload, headers=headers) as resp:
+        async with self.session.post(url, data=payload, headers=headers, proxy=self.proxy) as resp:
             out = [(k.lower(), v) for k, v in resp.raw_headers if k.lower() in _PASS]
             if stream:
                 await send({"type": "http.response.start", "status": resp.status, "headers": out})
@@ -106,9 +123,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upstream", required=True, help="upstream root, e.g. http://127.0.0.1:8200")
     parser.add_argument("--model", default="claude-sonnet-4-5",
                         help='model set on every request; "": forward the body unparsed')
+    parser.add_argument("--proxy", default=None, help="an HTTP proxy every request goes through")
+    parser.add_argument("--ca", default=None,
+                        help="a CA certificate (PEM) the upstream is verified with")
     args = parser.parse_args(argv)
     uvicorn.run(
-        ReferenceForwarder(args.upstream, args.model or None),
+        ReferenceForwarder(args.upstream, args.model or None, args.proxy, args.ca),
         host=args.host,
         port=args.port,
         loop="uvloop",

@@ -325,6 +325,7 @@ def render(results: dict[str, Any]) -> str:
     con = results.get("console")
     out.append(_addons(results.get("addons")))
     out.append(_clouds(results.get("clouds")))
+    out.append(_network(results.get("network")))
     out.append("\n## Console open (proxy hosted by the console, in-process)\n\n")
     if con and con.get("available"):
         out.append(_table(["target", "p50", "p99", "added p50", "added p99"],
@@ -390,6 +391,22 @@ def _clouds(section: dict[str, Any] | None) -> str:
            "token cached). CPU µs per request, what it adds, claudex's own calls per request. "
            "Then a streamed answer of 60 deltas: through the Anthropic relay as SSE, and as "
            "Bedrock's eventstream decoded in front of the same relay.\n\n```\n"]
+    out.append("\n".join(lines(section)))
+    out.append("\n```\n")
+    return "".join(out)
+
+
+def _network(section: dict[str, Any] | None) -> str:
+    """A provider behind a local HTTP proxy (bench/network_cost.py)."""
+    if not section or "latency_ms" not in section:
+        return ""
+    from bench.network_cost import lines
+
+    out = ["\n## Behind an upstream proxy (bench/network_cost.py)\n\n"
+           "The forwarder and claudex, each direct and through one local tinyproxy to the same "
+           "upstream: latency one request at a time (added = p50 minus going direct to the "
+           "upstream) and wrk at 64 connections. The route is resolved when the config loads; "
+           "the ratios through the proxy are judged against the same floors as direct.\n\n```\n"]
     out.append("\n".join(lines(section)))
     out.append("\n```\n")
     return "".join(out)

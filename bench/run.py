@@ -10,8 +10,9 @@ Latency, throughput, streaming, failover and translation are repeated N times (3
 (bench/resilience.py: time to failover per fault, the 429 burst) and the cost of traces and
 prices per request (bench/traces_cost.py), a Bedrock or Vertex request beside a
 pass-through (bench/cloud_cost.py), and the prompt cache through a pool per balance
-(bench/pool_cache.py) and what judging slowness costs an answer and a round
-(bench/slowness_cost.py) run once.
+(bench/pool_cache.py), what judging slowness costs an answer and a round
+(bench/slowness_cost.py) and a provider behind a local proxy beside the forwarder behind the same
+proxy (bench/network_cost.py) run once.
 """
 
 from __future__ import annotations
@@ -31,12 +32,22 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench import procs, report, sections, seed_cost, slowness_cost, streams_scale, wrk
+from bench import (
+    network_cost,
+    procs,
+    report,
+    sections,
+    seed_cost,
+    slowness_cost,
+    streams_scale,
+    wrk,
+)
 from bench.stats import merge_runs
 from bench.world import World
 
 REPEATED = ("latency", "throughput", "streaming", "failover", "translation")
 ONCE = ("memory", "scale", "streams", "console", "resilience", "traces", "addons", "clouds",
+        "network",
         "pools", "seed", "slowness")
 
 
@@ -194,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                           ("traces", lambda: sections.traces(world, settings)),
                           ("addons", lambda: sections.addons(world, settings)),
                           ("clouds", lambda: sections.clouds(world, settings)),
+                          ("network", lambda: network_cost.measure(
+                              world, settings.latency_n, settings.throughput_s, wrk_bin)),
                           ("pools", lambda: _pools(args.quick)),
                           ("seed", lambda: seed_cost.measure(50_000 if args.quick
                                                              else 312_000)),

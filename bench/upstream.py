@@ -14,7 +14,10 @@ Two knobs in the request body shape a stream (the first matches the fake provide
 Every delta's text is the `time.monotonic_ns()` at which it was written, so a client on the same
 machine can measure each event's delivery latency (CLOCK_MONOTONIC is shared by all processes).
 
-    python -m bench.upstream PORT
+    python -m bench.upstream PORT [CERT KEY]
+
+With CERT and KEY it answers over TLS (the network section's provider behind a proxy: a client
+reaches an https upstream through the proxy's CONNECT tunnel, as it would reach a real provider).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import ssl
 import sys
 import time
 from typing import Final
@@ -148,9 +152,9 @@ class UpstreamProtocol(asyncio.Protocol):
         self.streaming = None
 
 
-async def serve(port: int, host: str = "127.0.0.1") -> None:
+async def serve(port: int, host: str = "127.0.0.1", tls: ssl.SSLContext | None = None) -> None:
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(UpstreamProtocol, host, port, backlog=2048)
+    server = await loop.create_server(UpstreamProtocol, host, port, backlog=2048, ssl=tls)
     async with server:
         await server.serve_forever()
 
@@ -158,11 +162,15 @@ async def serve(port: int, host: str = "127.0.0.1") -> None:
 def main(argv: list[str]) -> int:
     import uvloop
 
-    if len(argv) != 1 or not argv[0].isdigit():
-        print("usage: python -m bench.upstream PORT", file=sys.stderr)
+    if len(argv) not in (1, 3) or not argv[0].isdigit():
+        print("usage: python -m bench.upstream PORT [CERT KEY]", file=sys.stderr)
         return 2
+    tls = None
+    if len(argv) == 3:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(argv[1], argv[2])
     try:
-        uvloop.run(serve(int(argv[0])))
+        uvloop.run(serve(int(argv[0]), tls=tls))
     except KeyboardInterrupt:
         pass
     return 0

@@ -268,11 +268,13 @@ class World:
 
     async def claude(self, steps: Sequence[tuple[str, str]], *, profile: str | None = None,
                      base_url: str | None = None,
-                     mode: dict[str, str] | None = None) -> ClaudeRun:
+                     mode: dict[str, str] | None = None,
+                     env_over: dict[str, str] | None = None) -> ClaudeRun:
         """Run `claude -p` on a script of (tool, argument) steps (`claudex.demo.scripted`)
         through the served claudex at `/proxy/PROFILE` (None: the default route), or at
         `base_url`. Claude Code's own retries are off: a request claudex fails is not hidden
-        by a second try."""
+        by a second try. `env_over`: variables set over the harness's own (a scenario's
+        NO_PROXY)."""
         token = "t" + secrets.token_hex(6)
         prompt = script_prompt(token, list(steps))
         if base_url is None:
@@ -294,6 +296,7 @@ class World:
             for name in ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"):
                 env.pop(name)
             env.update(mode)
+        env.update(env_over or {})
         proc = await asyncio.create_subprocess_exec(
             *argv, cwd=self.work, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -1,4 +1,7 @@
-"""`claudex env` and `claudex run`: Claude Code (or another command) pointed at the proxy."""
+"""`claudex env` and `claudex run`: Claude Code (or another command) pointed at the proxy.
+
+Behind a corporate proxy (a proxy variable set), Claude Code's `NO_PROXY` gains the loopback
+names, so its requests to claudex stay on this machine (issue 36)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import argparse
 import os
 import shutil
 import subprocess
+from collections.abc import Mapping
 
 import httpx
 
@@ -15,9 +19,32 @@ from claudex.cli.common import (
     _base_url,
     _config_if_loadable,
     _config_path,
+    trust_env_for,
 )
 from claudex.config.loader import load_config
 from claudex.config.model import Config, ConfigError
+from claudex.config.network import PROXY_VARIABLES  # as Claude Code (Node) and curl read them
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+
+def loopback_no_proxy(environ: Mapping[str, str]) -> dict[str, str]:
+    """`NO_PROXY` and `no_proxy` for Claude Code when a proxy variable is set: the entries it
+    already has (from both spellings, in order, each once) plus 127.0.0.1, localhost and ::1,
+    so its requests to claudex on this machine never go to the corporate proxy. {} when no
+    proxy is set, or when `*` already exempts every host."""
+    if not any(environ.get(name, "").strip() for name in PROXY_VARIABLES):
+        return {}
+    entries: list[str] = []
+    for name in ("NO_PROXY", "no_proxy"):
+        for entry in environ.get(name, "").replace(",", " ").split():
+            if entry.lower() not in (e.lower() for e in entries):
+                entries.append(entry)
+    if "*" in entries:
+        return {}
+    entries += [name for name in LOOPBACK_NAMES if name not in (e.lower() for e in entries)]
+    value = ",".join(entries)
+    return {"NO_PROXY": value, "no_proxy": value}
 
 
 def _client_env(args: argparse.Namespace, profile: str | None) -> dict[str, str]:
@@ -44,6 +71,7 @@ def _client_env(args: argparse.Namespace, profile: str | None) -> dict[str, str]
     elif target is None or target.auth_type != "passthrough":
         # Claude Code wants some credential; the proxy supplies the real one upstream.
         env["ANTHROPIC_AUTH_TOKEN"] = "claudex"
+    env.update(loopback_no_proxy(os.environ))
     return env
 
 
@@ -58,7 +86,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     base = _base_url(args)
     try:
-        httpx.get(base + "/healthz", headers=_admin_headers(args), timeout=3.0)
+        httpx.get(base + "/healthz", headers=_admin_headers(args), timeout=3.0,
+                  trust_env=trust_env_for(base))
     except httpx.TransportError:
         raise CliError(
             f"No claudex proxy answers at {base}. Start it first in another terminal with "

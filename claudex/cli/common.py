@@ -7,6 +7,7 @@ import argparse
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -93,12 +94,22 @@ def _admin_headers(args: argparse.Namespace) -> dict[str, str]:
     return {"authorization": f"Bearer {token}"} if token else {}
 
 
+def trust_env_for(url: str) -> bool:
+    """Whether httpx may take a proxy from the environment for `url`: never for claudex on
+    this machine (a loopback address is never sent through an environment proxy, issue 36 —
+    behind a corporate HTTPS_PROXY the admin calls would otherwise go to the proxy)."""
+    host = (urlsplit(url if "://" in url else f"//{url}").hostname or "").lower()
+    loopback = host in ("localhost", "::1") or host.endswith(".localhost") or \
+        host.startswith("127.")
+    return not loopback
+
+
 def _admin(args: argparse.Namespace, method: str, path: str,
            body: dict[str, Any] | None = None) -> httpx.Response:
     url = _base_url(args)
     try:
         return httpx.request(method, url + path, headers=_admin_headers(args), timeout=10.0,
-                             json=body)
+                             json=body, trust_env=trust_env_for(url))
     except httpx.TransportError:
         raise CliError(
             f"No claudex engine answers at {url}. Start one with `claudex serve` "

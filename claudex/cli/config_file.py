@@ -88,6 +88,7 @@ _SHORT_TYPES = {
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from claudex.cli.init_network import discover_network, with_network
     from claudex.config.atomic_files import write_text_atomic
     from claudex.config.loader import parse_config
     from claudex.config.starter import discover, report, starter_path_free, starter_text
@@ -101,7 +102,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.from_ccr:
         return _init_from_ccr(Path(args.from_ccr).expanduser(), path)
     found = discover(os.environ)
-    text = starter_text(found, str(example_config_path()))
+    network = discover_network(os.environ)
+    text = with_network(starter_text(found, str(example_config_path())), network)
     # What init writes must load; a failure here is claudex's bug, reported before any write.
     config = parse_config(text, str(path))
     try:
@@ -111,6 +113,10 @@ def cmd_init(args: argparse.Namespace) -> int:
     print("claudex init looked for logins and API-key variables:")
     for line in report(found):
         print(f"  {line}")
+    if network.any:
+        print("and for a proxy and certificates ([network]):")
+        for line in network.report:
+            print(f"  {line}")
     names = ", ".join(p.name for p in config.profiles)
     print(f"Wrote {path} (mode 0600) with {len(config.profiles)} profile(s): {names}.")
     print("Next: `claudex check`, then `claudex serve` and, in another terminal, `claudex run`.")

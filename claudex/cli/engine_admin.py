@@ -38,7 +38,7 @@ def _breaker_command(args: argparse.Namespace, action: str) -> int:
         body = {"for": seconds, "reason": reason}
     resp = _admin(args, "POST", f"/_claudex/breakers/{args.name}/{action}", body)
     if resp.status_code == 404:
-        raise CliError(f"No profile named {args.name!r} on the running engine.")
+        raise CliError(f"No profile or upstream proxy named {args.name!r} on the running engine.")
     if resp.status_code == 400 and action == "trip":
         raise CliError(str(resp.json().get("error") or "not tripped").capitalize() + ".")
     if resp.status_code != 200:

@@ -15,6 +15,7 @@ from claudex.cli.common import (
     _base_url,
     _config_if_loadable,
     _engine_error,
+    trust_env_for,
 )
 from claudex.config.model import HistorySettings
 from claudex.engine.masking.secrets import SCRUBBER
@@ -32,7 +33,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     url = _base_url(args)
     try:
         resp = httpx.get(url + "/_claudex/history", params=params,
-                         headers=_admin_headers(args), timeout=15.0)
+                         headers=_admin_headers(args), timeout=15.0,
+                         trust_env=trust_env_for(url))
     except httpx.TransportError:
         data = _history_from_file(args, params)
     else:

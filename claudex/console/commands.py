@@ -1,5 +1,5 @@
 """The command palette (ctrl+p): every action of the main screen that is allowed right now, and
-"select PROFILE" for each profile."""
+"select PROFILE" for each profile (and "select upstream proxy NAME" for each proxy)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def palette_commands(main: MainScreen) -> list[Command]:
     for name in main.profile_names:
         commands.append((f"Select {name}", partial(main.select, name),
                          "show its panel and chain"))
+    for name in main.proxy_names:
+        commands.append((f"Select upstream proxy {name}", partial(main.select_proxy, name),
+                         "its row in the proxies' strip: t / r trip and reset it"))
     if not main.read_only:
         for pool in main.snapshot_data.get("pools") or []:
             name = str(pool.get("name"))

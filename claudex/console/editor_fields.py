@@ -157,7 +157,10 @@ FORM_KEYS = (*(f.key for f in FIELDS), "backup_providers")
 # Claudex's profile keys the form does not show yet: saving leaves them as written.
 # Profile numbers with no [proxy]-wide default to show as the placeholder: empty means unset.
 _NOT_INHERITED = frozenset({"max_tokens", "context_window", "reserve"})
-UNEDITED_KEYS = ("priority", "query_params", "strip_params", "extra_env")
+# The network keys (issue 36: a profile's own route and certificates) too, for now: written by
+# hand, kept as written (docs/networks.md).
+UNEDITED_KEYS = ("priority", "query_params", "strip_params", "extra_env", "upstream_proxy",
+                 "ca_bundle", "client_cert", "client_key", "client_key_password_env")
 
 _INTEGER = re.compile(r"[+-]?\d+")
 _NUMBER = r"[0-9.eE+-]*"

@@ -317,6 +317,10 @@ def event_colour(event: Event) -> str | None:
     if event.kind == "breaker":
         new = event.data.get("new")
         return {"closed": "green", "half_open": "yellow"}.get(str(new), "red")
+    if str(event.kind) == "proxy":  # an upstream proxy's transition (issue 36)
+        new = event.data.get("new") or event.data.get("state")
+        return {"closed": "green", "ok": "green", "half_open": "yellow",
+                "cooling": "yellow"}.get(str(new), "red")
     if event.kind in ("escalation", "trip"):  # a trip's new terms: still tripped
         return "red"
     if event.kind in ("cooldown", "limit"):

@@ -83,7 +83,9 @@ class HttpLink:
         if self._client is None:
             self._client = httpx.AsyncClient(base_url=self.url, headers=self._headers,
                                              transport=self._transport,
-                                             follow_redirects=False)
+                                             follow_redirects=False,
+                                             # never an environment proxy for this machine
+                                             trust_env=not is_local_url(self.url))
         return self._client
 
     async def close(self) -> None:

@@ -29,6 +29,13 @@ class ProfileSelected(Message):
 
 
 @dataclass(eq=False)
+class ProxySelected(Message):
+    """The operator picked an upstream proxy (clicked its row in the proxies' strip)."""
+
+    name: str
+
+
+@dataclass(eq=False)
 class ConfigReloaded(Message):
     """A changed config file was applied (posted by the config watcher or after an edit)."""
 

@@ -40,6 +40,7 @@ from claudex.engine.breaker.trips import (
     trips_in_journal,
 )
 from claudex.engine.clock import Clock, Sleep, WallClock
+from claudex.engine.clouds.credentials import GoogleCredentials
 from claudex.engine.clouds.make import (
     cloud_credentials,
     credentials_profile,
@@ -66,6 +67,7 @@ from claudex.engine.health.spent_windows import CredentialWatch, end_spent, oper
 from claudex.engine.history.journal import Journal
 from claudex.engine.history.seed import apply_seed, local_midnight, read_seed
 from claudex.engine.masking.secrets import SCRUBBER, config_secrets
+from claudex.engine.network.httpx_client import RouteClients, sync_client_for
 from claudex.engine.network.proxy_state import ProxyBoard, ProxySpecLike
 from claudex.engine.network.resolve import resolve_network as default_resolve_network
 from claudex.engine.network.routes import DIRECT, Route
@@ -177,11 +179,13 @@ class Engine:
         # Upstream proxies (issue 36): each profile's route, resolved now and at each reload
         # (never per request), and each proxy's own state (engine/network/proxy_state.py).
         self.proxies = ProxyBoard(clock, self.events.publish)
+        # The control plane through each route (probes, token grants): httpx clients per hop.
+        self.route_clients = RouteClients(self.http)
         self._resolve_network: NetworkResolver = resolve_network or default_resolve_network
         self.routes: dict[str, Route] = {}
         self._apply_network(config)
         self.forwarder = Forwarder(self)
-        self.health = HealthChecker(self, self.http)
+        self.health = HealthChecker(self, self.http, self.control_http)
         self._health_task: asyncio.Task[None] | None = None
         self._slow_task: asyncio.Task[None] | None = None
         self._slow_every = judge_slowness_every
@@ -263,10 +267,32 @@ class Engine:
             route = network.route(name)
             routes[name] = route
             rt.route = None if route.plain else route
+            if isinstance(rt.credentials, Credentials):  # its token grants take the route
+                rt.credentials.http_for = (None if route.plain else
+                                           functools.partial(self.control_http, rt))
+            elif isinstance(rt.credentials, GoogleCredentials) and not route.plain:
+                rt.credentials.source.use_http(functools.partial(self._sync_http, route))
         self.routes = routes
         # A proxy's password is masked wherever a log line, event or error could quote it.
         SCRUBBER.add(hop.password for route in routes.values() for hop in route.hops)
         self.proxies.configure(network.proxies, routes.values(), config.breaker, config.retry)
+
+    def control_http(self, rt: ProviderRuntime) -> httpx.AsyncClient | None:
+        """The httpx client for `rt`'s control plane (probes, token grants), through its route:
+        the first of its proxies that is not out; None when all are (never direct)."""
+        route = rt.route
+        if route is None:
+            return self.http
+        if not route.hops:
+            return self.route_clients.get(route)
+        hops = self.proxies.eligible(route.hops, self.clock())
+        return self.route_clients.get(route, hops[0]) if hops else None
+
+    def _sync_http(self, route: Route) -> httpx.Client:
+        """Vertex's token minting (google-auth, synchronous) through the route's first proxy
+        that is not out (else its first: it fails as the proxy does, never direct)."""
+        hops = self.proxies.eligible(route.hops, self.clock()) or list(route.hops)
+        return sync_client_for(route, hops[0] if hops else None, 30.0)
 
     def _route_json(self, name: str, now: float) -> dict[str, Any]:
         """A profile's route for status: `{"label": "via corp", "proxies": ["corp"],
@@ -417,6 +443,7 @@ class Engine:
                     pass
         self._health_task = self._slow_task = self._credentials_task = None
         await self.transport.close()
+        await self.route_clients.aclose()
         if self._own_http:
             await self.http.aclose()
         if self.journal is not None:

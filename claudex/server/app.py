@@ -93,8 +93,9 @@ def create_app(
         action = request.path_params["action"]
         if action not in ("trip", "reset"):
             return JSONResponse({"error": f"unknown action {action!r}"}, status_code=404)
-        if name not in engine.runtimes:
-            return JSONResponse({"error": f"no profile named {name!r}"}, status_code=404)
+        if name not in engine.runtimes and name not in engine.proxies:
+            return JSONResponse({"error": f"no profile or upstream proxy named {name!r}"},
+                                status_code=404)
         if action == "trip":
             # An optional JSON body: {"for": "20m" | seconds, "reason": "..."} (breaker/trips.py).
             body = await request.body()
@@ -108,7 +109,7 @@ def create_app(
             ended = None
         else:
             ended = engine.reset_provider(name)
-        breaker = engine.runtimes[name].status_json(engine.clock(), 0.0, engine.wall())["breaker"]
+        breaker = _breaker_of(engine, name)
         answer = {"name": name, "breaker": breaker["state"], "reason": breaker["reason"],
                   "until": breaker["until"], "retry_in_s": breaker["retry_in_s"]}
         if ended is not None:  # a reset: what it ended, in words (engine/health/spent_windows.py)
@@ -207,3 +208,12 @@ def create_app(
     )
 
 
+def _breaker_of(engine: Engine, name: str) -> dict[str, Any]:
+    """A profile's or an upstream proxy's breaker, as status shows it (names are unique across
+    both, DESIGN.md "Networks")."""
+    rt = engine.runtimes.get(name)
+    if rt is not None:
+        breaker: dict[str, Any] = rt.status_json(engine.clock(), 0.0, engine.wall())["breaker"]
+        return breaker
+    proxy = next(p for p in engine.proxies.snapshot() if p["name"] == name)
+    return {**proxy["breaker"], "until": None}

@@ -1,11 +1,17 @@
 """`claudex status`: the running engine's providers as a rich table.
 
+Upstream proxies (issue 36): a profile reached through one gets a "route" column (`via corp`,
+with the route's trouble), shown only when some profile has such a route; the proxies follow in a
+table of their own (state, requests, failures, the profiles behind each, last error), shown only
+when the status lists any.
+
 Texts that may carry an upstream's words (health reasons, last errors) are masked once more
 here: the engine masks them itself, but the table may be showing an engine of another version.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -57,6 +63,9 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
     windowed = any(window_parts(p, now_wall) for p in data.get("profiles", []))
     if windowed:
         table.add_column("windows", no_wrap=True)
+    routed = any(_route_label(p) for p in data.get("profiles", []))
+    if routed:
+        table.add_column("route")
     errors: list[Text] = []
     limits: list[Text] = []
     marks: set[str] = set()
@@ -73,6 +82,8 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
         latency = health.get("latency_ms")
         name = str(p.get("name", "?"))
         cells = [] if not windowed else [_windows_text(p, now_wall)]
+        if routed:
+            cells.append(_route_text(p))
         table.add_row(
             name,
             _SHORT_TYPE.get(p.get("provider_type", ""), p.get("provider_type", "?")),
@@ -99,6 +110,9 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
             last_error = SCRUBBER.text(str(stats["last_error"]))
             errors.append(Text.assemble((f"{name}: ", "bold"), (last_error, "dim")))
     out.print(table)
+    proxies = data.get("upstream_proxies") or []
+    if proxies:
+        out.print(proxy_table(proxies))
     for line in pool_lines(data.get("pools") or []):
         out.print(line)
     if marks:
@@ -117,6 +131,70 @@ def render_status(data: dict[str, Any], console: Console | None = None) -> None:
                        style="bold yellow"))
     if isinstance(data.get("fleet"), dict):
         _render_fleet(data["fleet"], out)
+
+
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]+@")
+
+
+def mask_url_password(text: str) -> str:
+    """`http://alice:****@proxy.corp:3128` for a URL carrying a password: the engine masks a
+    proxy's URL itself, but this may be showing an engine of another version."""
+    return _URL_PASSWORD.sub(lambda m: f"{m.group(1)}****@", text)
+
+
+def _route(profile: dict[str, Any]) -> dict[str, Any]:
+    route = profile.get("route")
+    return route if isinstance(route, dict) else {}
+
+
+def _route_label(profile: dict[str, Any]) -> str:
+    """`via corp`, or "" for a direct profile (or an engine that reports no routes)."""
+    label = str(_route(profile).get("label") or "")
+    return "" if label in ("", "direct") else label
+
+
+def _route_text(profile: dict[str, Any]) -> Text:
+    text = Text(_route_label(profile) or "direct", style="" if _route_label(profile) else "dim")
+    trouble = _route(profile).get("trouble")
+    if trouble:
+        text.append(f" · {SCRUBBER.text(str(trouble))}", style="bold red")
+    return text
+
+
+def proxy_table(proxies: list[dict[str, Any]]) -> Table:
+    """The upstream proxies: health, where (password masked by the engine, and again here),
+    breaker, requests/failures, the profiles routed through each, and the last error."""
+    table = Table(title="upstream proxies", title_justify="left", title_style="bold")
+    table.add_column("proxy", no_wrap=True)
+    table.add_column("url", no_wrap=True)
+    table.add_column("breaker", no_wrap=True)
+    table.add_column("req/fail", justify="right")
+    table.add_column("profiles")
+    table.add_column("last error")
+    for proxy in proxies:
+        health = proxy.get("health")
+        color = str(health.get("color") if isinstance(health, dict) else health or "green")
+        breaker = proxy.get("breaker") if isinstance(proxy.get("breaker"), dict) else {}
+        state = str((breaker or {}).get("state", "?"))
+        retry = (breaker or {}).get("retry_in_s")
+        state_text = state.replace("_", "-") + (f" {duration_words(retry)}"
+                                                 if isinstance(retry, int | float) and retry
+                                                 else "")
+        reason = proxy.get("health_reason")
+        if reason and reason != "ok":  # "proxy auth failed", a cooldown, a certificate
+            state_text += f" · {SCRUBBER.text(str(reason))}"
+        if proxy.get("enabled") is False:
+            state_text = "disabled · " + state_text
+        error = proxy.get("last_error")
+        table.add_row(
+            Text(f"● {proxy.get('name', '?')}", style=_COLOR_STYLE.get(color, "")),
+            mask_url_password(SCRUBBER.text(str(proxy.get("url") or ""))),
+            Text(state_text, style=_STATE_STYLE.get(state, "")),
+            f"{proxy.get('requests', 0)}/{proxy.get('failures', 0)}",
+            ", ".join(str(p) for p in proxy.get("profiles") or []),
+            Text(SCRUBBER.text(str(error)), style="dim") if error else Text("–", style="dim"),
+        )
+    return table
 
 
 def pool_lines(pools: list[dict[str, Any]]) -> list[Text]:

@@ -3,7 +3,10 @@ there, when requests wait), the quota windows on a line of their own when the an
 any (a plan's `plan 5h 42% · 7d 13%`, an API key's `limits req 3% · tok 1%`), the latency requests
 felt (p50/p95 of time to first content, or of
 whole answers; the probe's latency until traffic has been served or when the probe fails) with a
-sparkline of recent latencies, request and error counts, and the last error (masked)."""
+sparkline of recent latencies, request and error counts, and the last error (masked).
+A profile reached through upstream proxies names its route in the subtitle (`via corp`; a direct
+one says nothing), and while that route is out or degraded a line names the proxy's trouble
+(`proxy corp open (connection refused)`): the provider's own colour stays its own (issue 36)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from textual.markup import escape
 from textual.widgets import Sparkline
 
 from claudex.console.colors import variable
+from claudex.console.components.proxy_strip import route_label, route_trouble
 from claudex.console.components.text_line import TextLine
 from claudex.console.format import (
     breaker_words,
@@ -50,6 +54,7 @@ class ProviderPanel(Vertical):
         self.status_line = TextLine(fixed_size=True, classes="panel-status")
         self.breaker_line = TextLine(fixed_size=True, classes="panel-breaker")
         self.windows_line = TextLine(fixed_size=True, classes="panel-windows")
+        self.route_line = TextLine(fixed_size=True, classes="panel-route")
         self.probe_line = TextLine(classes="panel-probe")
         self.spark = Sparkline([], classes="panel-spark")
         self.counts_line = TextLine(fixed_size=True, classes="panel-counts")
@@ -59,6 +64,7 @@ class ProviderPanel(Vertical):
         yield self.status_line
         yield self.breaker_line
         yield self.windows_line
+        yield self.route_line
         with Horizontal(classes="panel-probe-row"):
             yield self.probe_line
             yield self.spark
@@ -86,7 +92,9 @@ class ProviderPanel(Vertical):
         if place := cloud_label(profile):
             kind = f"{kind} {place}"
         default = " · default" if is_default else ""
-        subtitle = f"{kind}{default}" + (f" · fake: {fault}" if fault else "")
+        via = route_label(profile)
+        subtitle = (f"{kind}{default}" + (f" · {via}" if via else "")
+                    + (f" · fake: {fault}" if fault else ""))
         if pool is not None:  # short: the pool's panel has the long words
             share = float(pool[1].get("share") or 0) * 100
             subtitle = f"{pool[0]}: {pool[1].get('bindings', 0)} bound · {share:.0f}% · {subtitle}"
@@ -106,6 +114,10 @@ class ProviderPanel(Vertical):
         if bool(windows) != self.has_class("-windows"):  # (a layout only when it changes)
             self.set_class(bool(windows), "-windows")
         self.windows_line.set_text(windows)
+        trouble = route_trouble(profile)
+        if bool(trouble) != self.has_class("-route-trouble"):
+            self.set_class(bool(trouble), "-route-trouble")
+        self.route_line.set_text(f"[{variable('red')}]⚠ {escape(trouble)}[/]" if trouble else "")
         self.probe_line.set_text(escape(feel_words(health, stats)))
         # Textual draws one sample as a full bar; two equal ones read as "flat", which is right.
         data = list(history)

@@ -31,6 +31,7 @@ from claudex.console.screens.help import HelpLine, HelpScreen
 from claudex.console.screens.trip_dialog import TripScreen
 from claudex.engine.breaker.trips import duration_words
 
+BREAKER_VERBS: Final = frozenset({"trip", "reset"})  # also on an upstream proxy's row
 MODIFYING: Final = frozenset({"trip", "reset", "edit", "add", "delete", "toggle_enabled"})
 TABLE_ONLY: Final = frozenset({"cycle_sort"})
 DEMO_ONLY: Final = frozenset({"traffic", "fault"})
@@ -75,6 +76,7 @@ class ActionsMixin(Screen[None]):
     read_only: bool
     demo: DemoHooks | None
     selected: str | None
+    selected_proxy: str | None
     view: str | None
     snapshot_data: dict[str, Any]
     config_check: Callable[[], Awaitable[None]] | None
@@ -108,6 +110,14 @@ class ActionsMixin(Screen[None]):
     def _target(self, verb: str) -> str | None:
         if self._refused(verb):
             return None
+        if self.selected_proxy is not None:
+            # A proxy's row is selected: trip and reset work on it by name (issue 36); the
+            # rest work on profiles, which a proxy is not.
+            if verb in BREAKER_VERBS:
+                return self.selected_proxy
+            self.notify(f"{self.selected_proxy} is an upstream proxy: select a profile to "
+                        f"{verb.replace('_', ' ')} it.", severity="warning")
+            return None
         if self.selected is None:
             self.notify("No profile is selected.", severity="warning")
         return self.selected
@@ -115,11 +125,21 @@ class ActionsMixin(Screen[None]):
     def _profiles(self) -> list[dict[str, Any]]:
         return list(self.snapshot_data.get("profiles") or [])
 
-    def _breaker_state(self, name: str) -> str:
-        for p in self._profiles():
+    def _proxies(self) -> list[dict[str, Any]]:
+        return list(self.snapshot_data.get("upstream_proxies") or [])
+
+    def _is_proxy(self, name: str) -> bool:
+        return any(p.get("name") == name for p in self._proxies())
+
+    def _breaker_of(self, name: str) -> dict[str, Any]:
+        """A profile's or an upstream proxy's breaker in the last snapshot ({} when unknown)."""
+        for p in self._profiles() + self._proxies():
             if p.get("name") == name:
-                return str((p.get("breaker") or {}).get("state") or "closed")
-        return "closed"
+                return dict(p.get("breaker") or {})
+        return {}
+
+    def _breaker_state(self, name: str) -> str:
+        return str(self._breaker_of(name).get("state") or "closed")
 
     def _config_path(self) -> Path | None:
         path = self.snapshot_data.get("config_path")
@@ -143,8 +163,7 @@ class ActionsMixin(Screen[None]):
         if name is None:
             return
         # For how long, and why (screens/trip_dialog.py); on a tripped provider, new terms.
-        breaker = next((p.get("breaker") or {} for p in self._profiles()
-                        if p.get("name") == name), {})
+        breaker = self._breaker_of(name)
         tripped = tripped_words(breaker) if breaker.get("state") == "forced_open" else None
         dialog = TripScreen(name, tripped)
         self.app.push_screen(dialog, callback=partial(self._trip_confirmed, name, dialog))
@@ -166,19 +185,21 @@ class ActionsMixin(Screen[None]):
                       + (f": {asked.reason}" if asked.reason else ""))
             self.notify(f"{name}: tripped {terms}")
         else:
-            self.notify(f"No profile named {name} any more.", severity="warning")
+            self.notify(f"No profile or proxy named {name} any more.", severity="warning")
         self.request_refresh()
 
     def action_reset(self) -> None:
         name = self._target("reset")
         if name is None:
             return
-        self.app.push_screen(
-            ConfirmScreen(f"Reset {name}?",
-                          f"Close {name}'s breaker and clear its failure count, recovery time "
-                          "and rate-limit cooldown, and stop treating its plan's window as "
-                          "spent: requests go to it again at once.", "Reset"),
-            callback=partial(self._reset_confirmed, name))
+        words = (f"Close upstream proxy {name}'s breaker and clear its failure count, recovery "
+                 "time, rate-limit cooldown and failing authentication: the profiles routed "
+                 "through it use it again at once." if self._is_proxy(name) else
+                 f"Close {name}'s breaker and clear its failure count, recovery time "
+                 "and rate-limit cooldown, and stop treating its plan's window as "
+                 "spent: requests go to it again at once.")
+        self.app.push_screen(ConfirmScreen(f"Reset {name}?", words, "Reset"),
+                             callback=partial(self._reset_confirmed, name))
 
     async def _reset_confirmed(self, name: str, confirmed: bool | None) -> None:
         if not confirmed:
@@ -190,9 +211,10 @@ class ActionsMixin(Screen[None]):
             return
         if done:
             self.note(f"operator reset {name}")
-            self.notify(f"{name}: reset (breaker closed, cooldown and spent window ended)")
+            self.notify(f"{name}: reset (breaker closed, cooldown ended)" if self._is_proxy(name)
+                        else f"{name}: reset (breaker closed, cooldown and spent window ended)")
         else:
-            self.notify(f"No profile named {name} any more.", severity="warning")
+            self.notify(f"No profile or proxy named {name} any more.", severity="warning")
         self.request_refresh()
 
     def action_health(self) -> None:

@@ -12,6 +12,10 @@ whose input (its part of the snapshot, its sparkline, selection, fault) has not 
 touched, a line whose text has not changed is not redrawn (`TextLine`), and no redraw asks for a
 layout unless a size may change; the request log draws each row once (request_log.py).
 
+Upstream proxies (issue 36) have a strip of their own under the providers (components/
+proxy_strip.py); the arrows walk past the last profile onto its rows, and a selected proxy is what
+`t`/`r` trip and reset (`selected_proxy`; the profile stays selected for the chain and the rest).
+
 The actions (trip, reset, edit, ...) live in `ActionsMixin` (actions.py), the grid / table switch
 and the table's sort in `ViewsMixin` (views.py), the request log's focus, detail and filter in
 `RequestsMixin` (requests_box.py); this module is the rest of the view.
@@ -36,10 +40,11 @@ from claudex.console.components import ChainView, EventLog, HeaderBar, ProviderP
 from claudex.console.components.key_bar import KeyBar
 from claudex.console.components.provider_panel import PoolPanel
 from claudex.console.components.provider_table import ProviderTable
+from claudex.console.components.proxy_strip import ProxyStrip
 from claudex.console.components.request_log import MAX_ROWS
 from claudex.console.format import TimeText, local_time_text, request_row, safe
 from claudex.console.link import DemoHooks, EngineLink
-from claudex.console.messages import EngineActivity, ProfileSelected
+from claudex.console.messages import EngineActivity, ProfileSelected, ProxySelected
 from claudex.console.screens.requests_box import RequestsMixin
 from claudex.engine.events import Event
 
@@ -114,6 +119,7 @@ class MainScreen(RequestsMixin):
         self.wall = wall
         self.monotonic = monotonic
         self.selected: str | None = None
+        self.selected_proxy: str | None = None  # an upstream proxy's row, when one is selected
         self.context_label = ""  # which engine of several this screen shows (app.py)
         self.snapshot_data: dict[str, Any] = {}
         self.refresh_count = 0
@@ -140,6 +146,7 @@ class MainScreen(RequestsMixin):
         yield Static("", id="banner")
         yield VerticalScroll(id="panels")
         yield ProviderTable(id="table")
+        yield ProxyStrip(id="proxies")
         yield ChainView("", id="chain")
         with Vertical(id="requests-box"):
             yield Input(placeholder="filter requests: provider, model, status, trail…",
@@ -161,6 +168,7 @@ class MainScreen(RequestsMixin):
         self._requests.source = self._request_history
         self._events.source = self._event_history
         self._table = self.query_one(ProviderTable)
+        self._proxy_strip = self.query_one(ProxyStrip)
         self._table.palette = self.app.theme_variables
         # After the first layout, so the event log wraps lines at its real width.
         self.call_after_refresh(self._first_events)
@@ -253,12 +261,18 @@ class MainScreen(RequestsMixin):
         if self.selected not in profiles:
             default = snapshot.get("default_profile")
             self.selected = default if default in profiles else next(iter(profiles), None)
+        proxies: list[dict[str, Any]] = list(snapshot.get("upstream_proxies") or [])
+        if self.selected_proxy not in {str(p.get("name")) for p in proxies}:
+            self.selected_proxy = None
+        await self._proxy_strip.show(proxies, self.selected_proxy)
+        # While a proxy is selected, no profile is shown selected (t/r act on the proxy).
+        shown = self.selected if self.selected_proxy is None else None
         self._drain_inbox()
         self._note_probes(profiles)
         now_wall = self.wall()
         default = snapshot.get("default_profile")
         if self.view == "table":
-            if self._table.show(list(profiles.values()), now_wall, self.selected,
+            if self._table.show(list(profiles.values()), now_wall, shown,
                                 snapshot.get("pools") or ()):
                 self._table_titled()
         for name, panel in (self._panels.items() if self.view == "grid" else ()):
@@ -268,7 +282,7 @@ class MainScreen(RequestsMixin):
             fault = self.demo.fault_of(name) if self.demo else None
             fault = None if fault in (None, "ok") else fault
             history = tuple(self._history.get(name, ()))
-            selected, is_default = name == self.selected, name == default
+            selected, is_default = name == shown, name == default
             # The panel's whole input; when it has not changed, neither has the panel.
             membership = member_of.get(name)
             key = (profile, history, selected, is_default, fault, _error_age(profile, now_wall),
@@ -376,18 +390,37 @@ class MainScreen(RequestsMixin):
     def profile_names(self) -> list[str]:
         return list(self._names)
 
+    @property
+    def proxy_names(self) -> list[str]:
+        return self._proxy_strip.names
+
     def select(self, name: str) -> None:
-        if name in self._names and name != self.selected:
+        if name in self._names and (name != self.selected or self.selected_proxy is not None):
             self.selected = name
+            self.selected_proxy = None
+            self.request_refresh()
+
+    def select_proxy(self, name: str) -> None:
+        if name in self._proxy_strip.names and name != self.selected_proxy:
+            self.selected_proxy = name
             self.request_refresh()
 
     def action_select(self, step: int) -> None:
-        # The table moves in the order it shows (sorted, filtered); the grid in the file's.
+        # The table moves in the order it shows (sorted, filtered); the grid in the file's;
+        # the proxies' rows come after the last profile.
         names = self._table.names if self.view == "table" else self._names
-        if not names:
+        proxies = [("proxy", n) for n in self._proxy_strip.names]
+        order = [("profile", n) for n in names] + proxies
+        if not order:
             return
-        index = names.index(self.selected) if self.selected in names else -1 if step > 0 else 0
-        self.select(names[(index + step) % len(names)])
+        current = (("proxy", self.selected_proxy) if self.selected_proxy is not None
+                   else ("profile", self.selected))
+        index = order.index(current) if current in order else -1 if step > 0 else 0
+        kind, name = order[(index + step) % len(order)]
+        if kind == "proxy":
+            self.select_proxy(name)
+            return
+        self.select(name)
         if self.view == "table":
             self._table.scroll_to_name(self.selected)
             return
@@ -400,6 +433,9 @@ class MainScreen(RequestsMixin):
 
     def on_profile_selected(self, message: ProfileSelected) -> None:
         self.select(message.name)
+
+    def on_proxy_selected(self, message: ProxySelected) -> None:
+        self.select_proxy(message.name)
 
     def show_banner(self, text: str | None) -> None:
         """A config problem stays on screen until the config is good again (None clears it)."""

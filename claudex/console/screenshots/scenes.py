@@ -6,7 +6,8 @@ States: all healthy; the primary down with failover in the request log, and one 
 detail; its breaker half-open; the subscriptions' quota windows, one spent;
 the profile editor (skipped while `claudex/console/editor.py` does not exist); help; a console
 attached over HTTP to the demo's engine, and the same once that engine stopped answering; the
-provider table with 60 profiles (table.py). The demo
+provider table with 60 profiles (table.py); upstream proxies, one refusing connections
+(proxies.py, the proxies' status overlaid on the demo's). The demo
 world, the engine and the proxy are the real ones; traffic is sent request by request and the
 engine's clock is moved by hand (no waiting for the 15 s recovery), so every run shows the same
 thing. PNGs come from `rsvg-convert` (Debian: librsvg2-bin).
@@ -29,6 +30,7 @@ from claudex.console.app import ConsoleApp
 from claudex.console.hosting import Hosted, host_demo
 from claudex.console.http_link import HttpLink
 from claudex.console.link import LocalLink
+from claudex.console.screenshots.proxies import take_proxy_screenshots
 from claudex.console.screenshots.shooter import Shooter
 from claudex.console.screenshots.table import take_table_screenshots
 from claudex.demo.traffic import RequestKind
@@ -192,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     pictures = asyncio.run(take_screenshots())
     pictures.update(asyncio.run(take_attached_screenshots()))
     pictures.update(asyncio.run(take_table_screenshots(SIZE)))
+    pictures.update(asyncio.run(take_proxy_screenshots(SIZE)))
     out.mkdir(parents=True, exist_ok=True)
     svgs = []
     for name, svg in pictures.items():

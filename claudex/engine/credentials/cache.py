@@ -120,6 +120,9 @@ class Credentials:
         # refresh token (often single-use) while the others wait and then read what it wrote.
         self._single_flight = single_flight
         self._http = http
+        # Through the profile's route (issue 36; set by the engine for a routed profile): the
+        # client a token grant goes through at that moment (None: its route is out).
+        self.http_for: Callable[[], httpx.AsyncClient | None] | None = None
         self._wall = wall
         self._on_event = on_event
         self._source = TokenSource(profile, env=env if env is not None else os.environ,
@@ -375,7 +378,12 @@ class Credentials:
                               flight: SharedTokens | None = None) -> OAuthToken:
         if not token.refresh_token:
             raise RefreshFailed("no refresh token")
-        grant = await self._source.request_grant(self._http, token.refresh_token)
+        http = self._http
+        if self.http_for is not None:  # the profile's route: never direct around its proxy
+            http = self.http_for()
+            if http is None:
+                raise RefreshFailed("no route to the token endpoint: its proxy is out")
+        grant = await self._source.request_grant(http, token.refresh_token)
         new_token = self._source.save(grant, doc)
         if flight is not None:
             await flight.share({

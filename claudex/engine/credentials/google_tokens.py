@@ -165,6 +165,10 @@ class GoogleTokenSource:
         self.mints = 0
         """Tokens minted so far (status, tests)."""
 
+    def use_http(self, http: Callable[[], httpx.Client]) -> None:
+        """Mint tokens through `http`'s clients from now on (issue 36: the profile's route)."""
+        self._http = http
+
     @property
     def where(self) -> str:
         if self.credentials_file is not None:

@@ -39,6 +39,7 @@ from claudex.engine.core.classify import Outcome, classify_status, map_transport
 from claudex.engine.core.runtime import ProviderRuntime
 from claudex.engine.credentials.cache import CredentialError
 from claudex.engine.events import Event, EventBus
+from claudex.engine.network.httpx_client import PROXY_ERRORS
 from claudex.providers import anthropic, openai
 
 log = logging.getLogger("claudex.health")
@@ -119,9 +120,15 @@ def should_probe(rt: ProviderRuntime) -> bool:
 
 
 class HealthChecker:
-    def __init__(self, core: HealthCore, http: httpx.AsyncClient) -> None:
+    def __init__(self, core: HealthCore, http: httpx.AsyncClient,
+                 route_http: Callable[[ProviderRuntime], httpx.AsyncClient | None] | None = None
+                 ) -> None:
+        """`route_http`: the client for a routed profile's probe (issue 36: through its
+        proxy), None when every proxy of its route is out (no probe: no word on the
+        provider); a plain profile's probe uses `http`."""
         self.core = core
         self.http = http
+        self._route_http = route_http
         self.rounds = 0
         # profile name -> the unexpected exception type last logged for it (log each once).
         self._reported: dict[str, str] = {}
@@ -267,6 +274,12 @@ class HealthChecker:
             url, body = probe
         timeout = self.core.config.health.timeout_seconds
         health = rt.health
+        http, proxied = self.http, rt.route is not None and bool(rt.route.hops)
+        if rt.route is not None and self._route_http is not None:
+            routed = self._route_http(rt)
+            if routed is None:  # every proxy of its route is out: the provider is not judged
+                return None
+            http = routed
         for refreshed in (False, True):
             try:
                 auth = await rt.credentials.auth_headers()
@@ -281,11 +294,15 @@ class HealthChecker:
                 # httpx's timeout bounds each phase; this bounds the whole request, so a
                 # provider that trickles its answer (or a wedged transport) cannot hang the round.
                 async with asyncio.timeout(timeout):
-                    resp = await (self.http.get(url, headers=headers, timeout=timeout)
-                                  if body is None else self.http.post(
+                    resp = await (http.get(url, headers=headers, timeout=timeout)
+                                  if body is None else http.post(
                                       url, content=body, timeout=timeout,
                                       headers={**headers, "content-type": "application/json"}))
             except _TRANSPORT_ERRORS as exc:
+                if proxied and isinstance(exc, PROXY_ERRORS):  # the proxy's, not the provider's
+                    log.info("%s: health probe not made: its upstream proxy failed (%s)",
+                             rt.name, type(exc).__name__)
+                    return None
                 _, words = map_transport_error(exc)
                 return ProbeResult("failure", error=words, counts=True)
             latency = round((self.core.clock() - started) * 1000.0, 1)

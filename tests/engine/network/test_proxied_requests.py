@@ -223,3 +223,87 @@ async def test_metrics_count_tries_through_each_proxy(fakes: Any, proxy_factory:
         assert 'claudex_upstream_proxy_state{proxy="corp"} 0.0' in text
     finally:
         await corp.close()
+
+
+async def test_health_probes_take_the_route_and_a_dead_proxy_is_no_word_on_the_provider(
+        fakes: Any, proxy_factory: Any) -> None:
+    corp = await ConnectProxy().start()
+    try:
+        proxy = await _pair(fakes, proxy_factory, {"primary": Route((http_hop("corp",
+                                                                              corp.port),))})
+        await proxy.engine.check_health_now()
+        assert corp.forwarded == 1  # the probe went through the proxy
+        assert proxy.engine.runtimes["primary"].health.last_ok is True
+    finally:
+        await corp.close()
+    proxy = await _pair(fakes, proxy_factory, {"primary": Route((http_hop("corp",
+                                                                          closed_port()),))})
+    await proxy.engine.check_health_now()
+    await proxy.engine.check_health_now()
+    health = proxy.engine.runtimes["primary"].health
+    assert health.probe_failures == 0 and health.last_checked is None
+    _provider_untouched(proxy)
+
+
+async def test_an_oauth_refresh_goes_through_the_profiles_proxy(
+        fakes: Any, proxy_factory: Any) -> None:
+    corp = await ConnectProxy().start()
+    try:
+        proxy = await _pair(fakes, proxy_factory, {"primary": Route((http_hop("corp",
+                                                                              corp.port),))})
+        engine = proxy.engine
+        rt = engine.runtimes["primary"]
+        http_for = getattr(rt.credentials, "http_for", None)
+        assert http_for is not None
+        client = http_for()
+        assert client is not None and client is not engine.http
+        answer = await client.get(f"{proxy.fakes['backup'].base_url}/v1/models",
+                                  headers={"x-api-key": "k"})
+        assert answer.status_code in (200, 401, 404) and corp.forwarded == 1
+        assert engine.runtimes["backup"].route is None  # direct: no client of its own
+    finally:
+        await corp.close()
+
+
+async def test_proxy_credentials_go_on_the_connect_never_into_the_tunnel(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    import ssl
+
+    ca, server_tls = private_ca(tmp_path)
+    corp = await ConnectProxy(auth="Basic YWxpY2U6czNjcmV0").start()  # alice:s3cret
+    f = await fakes(("p", "anthropic"))
+    try:
+        async with tls_front(server_tls, int(f["p"].base_url.rsplit(":", 1)[1])) as port:
+            hop = http_hop("corp", corp.port, "alice", "s3cret")
+            trusting = ssl.create_default_context(cafile=str(ca))
+            proxy = await _pair(fakes, proxy_factory, {"primary": Route((hop,), trusting)},
+                                base_url=f"https://127.0.0.1:{port}")
+            for _ in range(2):  # the second on the pooled tunnel
+                resp = await proxy.messages()
+                assert resp.status_code == 200 and _attempts(resp) == "primary:200"
+            assert corp.connects >= 1 and set(corp.seen_auth) == {"Basic YWxpY2U6czNjcmV0"}
+            seen = f["p"].requests
+            assert len(seen) == 2
+            assert all("proxy-authorization" not in r.headers for r in seen)
+    finally:
+        await corp.close()
+
+
+async def test_an_https_proxy_is_reached_over_tls_with_the_routes_certificates(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    import ssl
+
+    ca, server_tls = private_ca(tmp_path)
+    corp = await ConnectProxy().start()
+    f = await fakes(("p", "anthropic"))
+    try:
+        async with tls_front(server_tls, corp.port) as proxy_port, \
+                tls_front(server_tls, int(f["p"].base_url.rsplit(":", 1)[1])) as port:
+            hop = Hop("corp", f"https://127.0.0.1:{proxy_port}", "https")
+            trusting = ssl.create_default_context(cafile=str(ca))
+            proxy = await _pair(fakes, proxy_factory, {"primary": Route((hop,), trusting)},
+                                base_url=f"https://127.0.0.1:{port}")
+            resp = await proxy.messages()
+            assert _attempts(resp) == "primary:200" and corp.connects == 1
+    finally:
+        await corp.close()
