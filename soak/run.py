@@ -179,6 +179,7 @@ class _Soak:
         self.proxy_model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
                                         limits.max_recovery_seconds)
         self.proxy_out: list[tuple[float, float]] = []  # (from, until) monotonic: not "ok"
+        self.proxy_cuts: list[float] = []  # when it went down (dropping every connection)
         self.disturbed: list[tuple[float, float]] = []  # PROXIED's own faults, the same
         self.breaker_opens: list[tuple[str, float]] = []  # (provider, at) of "-> open"
         self.report.deadline_s = limits.deadline_s(len(PROVIDERS))
@@ -321,6 +322,8 @@ class _Soak:
         now = time.monotonic()
         if mode != "ok":
             self.proxy_out.append((now, now + float(action.settings["duration_s"])))
+            if mode == "down":
+                self.proxy_cuts.append(now)
         elif self.proxy_out:  # it ends now (the heal may end it early)
             began, until = self.proxy_out[-1]
             self.proxy_out[-1] = (began, min(until, now))
@@ -453,14 +456,16 @@ class _Soak:
                 report.violations.append(f"request {ex.spec.id} ({ex.spec.protocol}, "
                                          f"{ex.spec.profile}, stream={ex.spec.stream}): "
                                          f"{verdict.outcome}: {verdict.detail}")
-            problem = upstream_problem(ex, calls.get(ex.spec.id, []))
+            problem = upstream_problem(ex, calls.get(ex.spec.id, []), frozenset({PROXIED}))
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
         front = self.world.front
         report.violations.extend(proxy_problems(
             self.exchanges, PROXIED, report.proxy_attempts,
             tunnels=self.world.proxy.connects["ok"],
-            tls_connections=front.connections if front is not None else 0,
+            # (a handshake that failed is a connection too: one not trusting the front's CA)
+            tls_connections=front.connections + front.handshakes_failed if front else 0,
+            cuts=self.proxy_cuts,
             opens=self.breaker_opens, proxy_out=self.proxy_out, disturbed=self.disturbed))
         report.violations.extend(context_relearned(self.exchanges))
         report.violations.extend(spent_window_resent(self.exchanges, self.spent,
