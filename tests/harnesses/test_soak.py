@@ -160,6 +160,13 @@ async def test_a_30_second_chaos_soak_loses_nothing(tmp_path: Path) -> None:
     assert transitions["closed->open"] >= 1 and transitions["half_open->closed"] >= 1, summary
     trips = sum(n for pair, n in transitions.items() if pair.endswith("->forced_open"))
     assert trips >= 1 and report.refreshes >= 1 and report.exit_status == 0, summary
+    # Its upstream proxy refused, answered 429 and died (all three in the first 20 s): beta's
+    # requests met it out and went on, and the proxy's own breaker opened.
+    proxied = report.proxy_attempts
+    assert {"proxy_refuses", "proxy_429", "proxy_dies"} <= set(report.actions), summary
+    assert proxied["proxy_refused"] >= 1 and proxied["no_route"] >= 1, summary
+    assert report.proxy_transitions["closed->open"] >= 1, summary
+    assert report.proxy_status.get("requests", 0) > 0, summary
     assert summary_table(report).row_count > 10
 
 
