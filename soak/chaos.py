@@ -24,6 +24,14 @@ Actions:
                    `avoid_slow` on, to start new conversations elsewhere; under the streams'
                    first-byte timeout, so every answer still comes. While it is slow no other
                    fault mode is set on it (one would end the spell at once)
+
+Actions on the upstream proxy (only when the schedule is given one; claudex/demo/fake_proxy.py),
+each ended by a `proxy_back` (mode ok, the same port) before the next proxy action:
+    proxy_refuses  the proxy refuses connections (mode down) for 1-3 s
+    proxy_429      the proxy answers CONNECT and requests with 429 and a short Retry-After
+                   (0.1-0.8 s, under max_retry_after) for 1-3 s
+    proxy_dies     the proxy is gone (mode down, every connection dropped) for 5-8 s, longer
+                   than the recovery time, so its breaker's half-open probes fail and back off
 """
 
 from __future__ import annotations
@@ -43,6 +51,11 @@ MODES_WEIGHTED: tuple[tuple[str, int], ...] = (
     ("cut_before_content", 3), ("stream_error", 2), ("stall", 2), ("ok", 8), ("rotate", 3),
     ("trip", 2), ("context_small", 2), ("window_spent", 2), ("turns_slow", 1),
 )
+PROXY_WEIGHTED: tuple[tuple[str, int], ...] = (
+    ("proxy_refuses", 3), ("proxy_429", 3), ("proxy_dies", 2),
+)
+"""Drawn with the modes above when the schedule has a proxy (not in the fleet soak's)."""
+PROXY_ACTIONS: Final = frozenset(kind for kind, _ in PROXY_WEIGHTED) | {"proxy_back"}
 SLOW_STEPS_MS: Final = (200, 450, 700)
 """A `turns_slow` spell's latencies: the last is the only one over slowness' 500 ms floor, and
 it stays under the soak's `stream_first_byte_timeout` (1 s)."""
@@ -78,6 +91,15 @@ def fault_of(action: ChaosAction) -> tuple[str, dict[str, Any]]:
     if action.kind == "recovers":
         return "ok", {}
     return action.kind, action.settings
+
+
+def proxy_mode_of(action: ChaosAction) -> tuple[str, dict[str, Any]]:
+    """The `FakeProxy.set_mode` mode and keyword arguments of a proxy action."""
+    if action.kind == "proxy_429":
+        return "rate_limited", {"retry_after": action.settings["retry_after"]}
+    if action.kind in ("proxy_refuses", "proxy_dies"):
+        return "down", {}
+    return "ok", {}
 
 
 def shrink_context(fake: Any, settings: dict[str, Any]) -> None:
@@ -143,16 +165,24 @@ def _settings(kind: str, rng: random.Random) -> dict[str, Any]:
     return {}
 
 
-def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iterator[ChaosAction]:
+def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str,
+             proxy: str | None = None) -> Iterator[ChaosAction]:
     """Endless actions, in time order, 0.15–0.8 s apart; a trip is always followed by its reset
     (0.3–2 s later) before the same breaker is tripped again, and a `turns_slow` spell by its
-    steps and its `recovers` before any other fault mode is set on that provider."""
+    steps and its `recovers` before any other fault mode is set on that provider. With `proxy`,
+    the proxy actions are drawn too, each followed by its `proxy_back` before the next (without,
+    the schedule is what it was before there were any)."""
     rng = random.Random(seed)
-    kinds = [kind for kind, _ in MODES_WEIGHTED]
-    weights = [weight for _, weight in MODES_WEIGHTED]
+    drawn = MODES_WEIGHTED + (PROXY_WEIGHTED if proxy is not None else ())
+    kinds = [kind for kind, _ in drawn]
+    weights = [weight for _, weight in drawn]
     pending: list[ChaosAction] = []  # resets and the rest of slow spells, when they are due
     tripped: set[str] = set()
     slow: set[str] = set()  # providers in a turns_slow spell
+    proxy_out = False  # a proxy action not yet ended by its proxy_back
+    # The first proxy actions are one of each kind, in a seeded order: a short soak (the CI's
+    # 30 s) meets all three; drawn by weight after that.
+    firsts = rng.sample([kind for kind, _ in PROXY_WEIGHTED], len(PROXY_WEIGHTED)) if proxy else []
     at = 0.5
     while True:
         at += rng.uniform(0.15, 0.8)
@@ -163,9 +193,23 @@ def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iter
                 tripped.discard(action.target)
             elif action.kind == "recovers":
                 slow.discard(action.target)
+            elif action.kind == "proxy_back":
+                proxy_out = False
             yield action
         target = rng.choice(providers)
         kind = rng.choices(kinds, weights)[0]
+        if kind in PROXY_ACTIONS:
+            assert proxy is not None
+            if proxy_out:
+                continue
+            if firsts:
+                kind = firsts.pop(0)
+            proxy_out = True
+            settings = _proxy_settings(kind, rng)
+            pending.append(ChaosAction(round(at + settings["duration_s"], 3), proxy,
+                                       "proxy_back"))
+            yield ChaosAction(round(at, 3), proxy, kind, settings)
+            continue
         if kind == "rotate":
             target = oauth_provider
         if kind == "trip":
@@ -185,6 +229,15 @@ def schedule(seed: int, providers: tuple[str, ...], oauth_provider: str) -> Iter
             yield ChaosAction(round(at, 3), target, kind, {"latency_ms": SLOW_STEPS_MS[0]})
             continue
         yield ChaosAction(round(at, 3), target, kind, _settings(kind, rng))
+
+
+def _proxy_settings(kind: str, rng: random.Random) -> dict[str, Any]:
+    if kind == "proxy_dies":
+        return {"duration_s": round(rng.uniform(5.0, 8.0), 2)}
+    if kind == "proxy_429":
+        return {"duration_s": round(rng.uniform(1.0, 3.0), 2),
+                "retry_after": round(rng.uniform(0.1, 0.8), 2)}
+    return {"duration_s": round(rng.uniform(1.0, 3.0), 2)}
 
 
 # The actions that set no fault mode on the fake (its `faults.mode` is left as it is).

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from claudex.demo.fake_provider import FakeProvider
-from claudex.engine.core.request import SKIP_OUTCOMES
+from claudex.engine.core.request import PROXY_OUTCOMES, SKIP_OUTCOMES
 from soak.protocol_check import (
     Malformed,
     anthropic_events,
@@ -37,6 +37,12 @@ BAD_OUTCOMES: Final = frozenset({"malformed", "lost", "late"})
 # Attempts that never reach a provider (the x-claudex-attempts vocabulary in DESIGN.md).
 _NO_UPSTREAM_CALL: Final = SKIP_OUTCOMES | {"credentials", "translation_error"}
 _ID: Final = re.compile(r"soak-(\d+)")
+# An attempt the upstream proxy stopped (issue 36): it never reached the provider and is never
+# the provider's failure.
+PROXY_TOKENS: Final = PROXY_OUTCOMES | {"no_route"}
+# A provider's breaker opening this soon after its proxy was out, while the provider itself
+# had no fault, was opened by the proxy's failures.
+PROXY_BLAME_S: Final = 3.0
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,8 @@ def upstream_calls(fakes: Iterable[FakeProvider]) -> dict[int, list[tuple[float,
     return calls
 
 
-def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]]) -> str | None:
+def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]],
+                     relayed: frozenset[str] = frozenset()) -> str | None:
     """No upstream call after a stream was committed; no call the attempt trail does not show;
     the serving provider's call is the last one."""
     if ex.status is None:
@@ -143,7 +150,13 @@ def upstream_problem(ex: Exchange, arrivals: list[tuple[float, str]]) -> str | N
             outcomes[provider].add(outcome)
         served_at = max((at for at, p in arrivals if p == served_by), default=None)
         later = {p for at, p in arrivals if served_at is None or at > served_at}
-        if served_at is None or any(outcomes.get(p) != {"timeout"} for p in later):
+        # The same for a provider reached through relays (`relayed`: the upstream proxy, the
+        # TLS front) whose connection was cut (`disconnected`: the proxy went down): the
+        # relays may still hand on what they had read.
+        if served_at is None or any(
+                not outcomes.get(p) or not outcomes[p] <= (
+                    {"timeout", "disconnected"} if p in relayed else {"timeout"})
+                for p in later):
             return (f"served by {served_by} but the last upstream call went to "
                     f"{arrivals[-1][1]}: trail {(ex.headers or {}).get('x-claudex-attempts')}")
     return None
@@ -220,4 +233,65 @@ def spent_window_resent(exchanges: Iterable[Exchange], spent: Iterable[tuple[str
                         f"claudex knew was spent {1000 * (ex.started - since):.0f} ms before "
                         f"(known spent for {until - ex.started:.1f} s more)")
                     break
+    return problems
+
+
+def proxy_problems(exchanges: Iterable[Exchange], proxied: str, seen: Counter[str], *,
+                   tunnels: int, tls_connections: int, cuts: Iterable[float],
+                   opens: Iterable[tuple[str, float]],
+                   proxy_out: Iterable[tuple[float, float]],
+                   disturbed: Iterable[tuple[float, float]]) -> list[str]:
+    """A proxy's failure is the proxy's (issue 36), judged four ways:
+
+    - a proxy outcome (`proxy_refused`, `proxy_rate_limited`, `no_route`...) appears only at
+      `proxied`, the one provider behind a proxy (counted into `seen`, by outcome);
+    - never a silent bypass: `proxied`'s TLS front was connected to no more often
+      (`tls_connections`, handshakes that failed included) than the proxy opened tunnels to it
+      (`tunnels`: CONNECTs in mode ok);
+    - while the proxy was out (`proxy_out`: (from, until), monotonic) and `proxied` had no
+      fault of its own (`disturbed`: (from, until), its faults' durations plus the longest a
+      request already sent may take to fail), a request's trail shows no failure of
+      `proxied`'s own at it (a `proxy_refused` taken for a connect error, a proxy's 429 for the
+      provider's);
+    - nor did `proxied`'s breaker open then (`opens`: (provider, at) of every transition to
+      open, the engine's monotonic clock — this process's too), or within `PROXY_BLAME_S` of
+      the proxy coming back.
+
+    Not judged: what a proxy going down (`cuts`: when, monotonic) did to the requests in flight
+    through it. It drops its tunnels; claudex sees the provider's connection close
+    (`disconnected`, or a stream cut) and charges the provider, as it cannot tell who closed
+    it — counted into `seen` as "cut in flight", with the breaker openings within
+    `PROXY_BLAME_S` after a cut ("breaker opened after a cut")."""
+    problems: list[str] = []
+    outs, own, cut_at = list(proxy_out), list(disturbed), list(cuts)
+
+    def proxy_only(began: float, ended: float) -> bool:
+        return (any(a <= ended and began <= b + PROXY_BLAME_S for a, b in outs)
+                and not any(a <= ended and began <= b for a, b in own))
+
+    for ex in exchanges:
+        trail = (ex.headers or {}).get("x-claudex-attempts")
+        for provider, outcome in attempt_tokens(ex):
+            if outcome in PROXY_TOKENS:
+                seen[outcome] += 1
+                if provider != proxied:
+                    problems.append(f"request {ex.spec.id}: {provider}:{outcome} — {provider} "
+                                    f"is direct: trail {trail}")
+            elif (provider == proxied and outcome not in _NO_UPSTREAM_CALL
+                  and not outcome.startswith("2") and proxy_only(ex.started, ex.ended)):
+                if any(ex.started <= c <= ex.ended for c in cut_at):
+                    seen["cut in flight"] += 1
+                    continue
+                problems.append(f"request {ex.spec.id}: {provider}:{outcome} while only its "
+                                f"proxy was out: trail {trail}")
+    if tls_connections > tunnels:
+        problems.append(f"{proxied}'s TLS front accepted {tls_connections} connections but its "
+                        f"proxy opened {tunnels} tunnels: some went around the proxy")
+    for provider, at in opens:
+        if provider == proxied and proxy_only(at, at):
+            if any(c <= at <= c + PROXY_BLAME_S for c in cut_at):
+                seen["breaker opened after a cut"] += 1
+                continue
+            problems.append(f"{proxied}'s breaker opened while only its proxy was out "
+                            f"(engine clock {at:.3f}): a proxy failure counted against it")
     return problems

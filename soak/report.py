@@ -43,6 +43,18 @@ def summary_table(report: SoakReport) -> Table:
     table.add_row("slow (live traffic against its own usual)",
                   f"{slow['slow']:,} judged slow, {slow['recovered']:,} recovered, "
                   f"{slow['passed over']:,} attempts passed over (avoid_slow)")
+    attempts = report.proxy_attempts
+    table.add_row("upstream proxy: attempts it stopped",
+                  ", ".join(f"{k} {v:,}" for k, v in sorted(attempts.items())) or "-")
+    moves = {**report.proxy_transitions, **report.proxy_events}
+    table.add_row("upstream proxy: breaker, events",
+                  ", ".join(f"{k} {v:,}" for k, v in sorted(moves.items())) or "-")
+    status = report.proxy_status
+    if status:
+        table.add_row("upstream proxy: status at the end",
+                      f"{status.get('requests', 0):,} requests, {status.get('failures', 0):,} "
+                      f"failures, {status.get('rate_limited', 0):,} rate limited, "
+                      f"{status.get('health')}")
     table.add_row("latency p50 / p99 / max",
                   f"{report.percentile_ms(0.5):.1f} / {report.percentile_ms(0.99):.1f} / "
                   f"{max(report.latencies_ms, default=0.0):.1f} ms")

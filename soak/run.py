@@ -26,7 +26,15 @@ from typing import Any
 import httpx
 
 from soak.breaker_model import FORCED_OPEN, BreakerModel, Transition
-from soak.chaos import ChaosAction, fault_of, schedule, shrink_context, spend_window
+from soak.chaos import (
+    PROXY_ACTIONS,
+    ChaosAction,
+    fault_of,
+    proxy_mode_of,
+    schedule,
+    shrink_context,
+    spend_window,
+)
 from soak.checks import (
     BAD_OUTCOMES,
     Verdict,
@@ -34,13 +42,22 @@ from soak.checks import (
     context_relearned,
     failed_over,
     judge,
+    proxy_problems,
     spent_window_resent,
     upstream_calls,
     upstream_problem,
 )
 from soak.memory_check import SAMPLE_EVERY_S, MemoryVerdict, RssSample, judge_memory
 from soak.traffic import Exchange, drive
-from soak.world import OAUTH_PROVIDER, PROVIDERS, Limits, ServeProcess, World
+from soak.world import (
+    OAUTH_PROVIDER,
+    PROVIDERS,
+    PROXIED,
+    PROXY_NAME,
+    Limits,
+    ServeProcess,
+    World,
+)
 
 # The engine keeps bounded backlogs that fill with traffic (2,000 events for SSE resumption,
 # the masking caches): the baseline is taken once they are full, so the RSS judge measures
@@ -83,6 +100,13 @@ class SoakReport:
     # The slow watch's verdicts (events of kind "slow": slow, recovered, lapsed) and the
     # attempts `avoid_slow` passed over for a healthy provider (`slow`).
     slowness: Counter[str] = field(default_factory=Counter)
+    # The upstream proxy (issue 36): its attempts in the trails (`proxy_refused`,
+    # `proxy_rate_limited`, `no_route`...), its breaker's transitions (events of kind "proxy")
+    # and its other events (cooling down...), and its status at the end.
+    proxy_attempts: Counter[str] = field(default_factory=Counter)
+    proxy_transitions: Counter[str] = field(default_factory=Counter)
+    proxy_events: Counter[str] = field(default_factory=Counter)
+    proxy_status: dict[str, Any] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     rss_mb: tuple[float, float] = (0.0, 0.0)
     rss_samples: list[RssSample] = field(default_factory=list)
@@ -115,6 +139,11 @@ class SoakReport:
             "transitions": dict(self.transitions),
             "chaos_actions": dict(self.actions), "oauth_refreshes": self.refreshes,
             "spent_windows": dict(self.windows), "slowness": dict(self.slowness),
+            "proxy": {"attempts": dict(self.proxy_attempts),
+                      "transitions": dict(self.proxy_transitions),
+                      "events": dict(self.proxy_events),
+                      "status": {k: self.proxy_status.get(k) for k in
+                                 ("requests", "failures", "rate_limited", "health")}},
             "p50_ms": round(self.percentile_ms(0.5), 2),
             "p99_ms": round(self.percentile_ms(0.99), 2),
             "max_ms": round(max(self.latencies_ms, default=0.0), 2),
@@ -145,6 +174,14 @@ class _Soak:
         limits = plan.limits
         self.model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
                                   limits.max_recovery_seconds)
+        # The proxy's own breaker, judged by the same contract (its settings are the globals);
+        # never fed to `model`: a proxy's failure is not its provider's.
+        self.proxy_model = BreakerModel(limits.failure_threshold, limits.recovery_seconds,
+                                        limits.max_recovery_seconds)
+        self.proxy_out: list[tuple[float, float]] = []  # (from, until) monotonic: not "ok"
+        self.proxy_cuts: list[float] = []  # when it went down (dropping every connection)
+        self.disturbed: list[tuple[float, float]] = []  # PROXIED's own faults, the same
+        self.breaker_opens: list[tuple[str, float]] = []  # (provider, at) of "-> open"
         self.report.deadline_s = limits.deadline_s(len(PROVIDERS))
         self.admin: httpx.AsyncClient | None = None
         self.next_id = 0
@@ -237,7 +274,7 @@ class _Soak:
     async def _chaos(self) -> None:
         names = tuple(name for name, _ in PROVIDERS)
         start = time.monotonic()
-        for action in schedule(self.plan.seed, names, OAUTH_PROVIDER):
+        for action in schedule(self.plan.seed, names, OAUTH_PROVIDER, PROXY_NAME):
             delay = start + action.at - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -245,7 +282,20 @@ class _Soak:
 
     async def _apply(self, action: ChaosAction) -> None:
         self.report.actions[action.kind] += 1
+        if action.kind in PROXY_ACTIONS:
+            self._apply_to_proxy(action)
+            return
         fake = self.world.fakes[action.target]
+        if action.target == PROXIED and action.kind not in ("reset", "recovers", "ok"):
+            # Until when its own faults may fail its requests: a fault's duration (a spell of
+            # turns_slow: until it recovers; a trip: its reset), then the longest a request
+            # already sent may take to fail (connect + read, a stream's idle timeout).
+            limits = self.plan.limits
+            lasts = float(action.settings.get("duration_s", 10.0 if action.kind in (
+                "turns_slow", "trip") else 0.0))
+            now = time.monotonic()
+            self.disturbed.append((now, now + lasts + limits.connect_timeout
+                                   + limits.read_timeout + limits.stream_idle_timeout))
         if action.kind == "rotate":
             n = self.report.actions["rotate"]
             self.world.tokens.set_next(f"soak-access-{n}", f"soak-refresh-{n}")
@@ -267,7 +317,21 @@ class _Soak:
             mode, settings = fault_of(action)
             fake.set_fault(mode, **settings)  # type: ignore[arg-type]
 
+    def _apply_to_proxy(self, action: ChaosAction) -> None:
+        mode, settings = proxy_mode_of(action)
+        now = time.monotonic()
+        if mode != "ok":
+            self.proxy_out.append((now, now + float(action.settings["duration_s"])))
+            if mode == "down":
+                self.proxy_cuts.append(now)
+        elif self.proxy_out:  # it ends now (the heal may end it early)
+            began, until = self.proxy_out[-1]
+            self.proxy_out[-1] = (began, min(until, now))
+        self.world.proxy.set_mode(mode, **settings)  # type: ignore[arg-type]
+
     async def _heal(self) -> None:
+        if self.world.proxy.mode != "ok":
+            self._apply_to_proxy(ChaosAction(0.0, PROXY_NAME, "proxy_back"))
         for fake in self.world.fakes.values():
             fake.set_fault("ok")
             fake.context_window = None
@@ -282,7 +346,7 @@ class _Soak:
 
     async def _collect_events(self) -> None:
         assert self.admin is not None
-        async with self.admin.stream("GET", "/_claudex/events?kinds=breaker,refresh,slow",
+        async with self.admin.stream("GET", "/_claudex/events?kinds=breaker,refresh,slow,proxy",
                                      timeout=None) as resp:
             async for line in resp.aiter_lines():
                 if line.startswith(": connected"):
@@ -300,6 +364,17 @@ class _Soak:
                     transition = Transition.from_event(event)
                     self.model.feed(transition)
                     self.report.transitions[f"{transition.old}->{transition.new}"] += 1
+                    if transition.new == "open":
+                        self.breaker_opens.append((transition.provider, transition.at))
+                elif event["kind"] == "proxy":
+                    data = event.get("data") or {}
+                    if "old" in data:  # a transition of the proxy's breaker
+                        transition = Transition.from_event(event)
+                        self.proxy_model.feed(transition)
+                        self.report.proxy_transitions[
+                            f"{transition.old}->{transition.new}"] += 1
+                    else:  # cooling down, auth failed, works again
+                        self.report.proxy_events[str(data.get("state", "?"))] += 1
 
     async def _until_listening(self) -> None:
         async with asyncio.timeout(5):
@@ -325,14 +400,40 @@ class _Soak:
                 break
             await asyncio.sleep(0.05)
         self.report.violations.extend(disagreements)
+        self._check_proxy_status(status)
         if in_flight:
             self.report.violations.append(f"{in_flight} requests still in flight after the run")
         self.report.violations.extend(self.model.violations)
+        self.report.violations.extend(f"proxy {v}" for v in self.proxy_model.violations)
         trips_seen = sum(n for pair, n in self.report.transitions.items()
                          if pair.endswith("->forced_open"))
         if trips_seen != self.trips_done:
             self.report.violations.append(
                 f"{self.trips_done} operator trips but {trips_seen} forced_open transitions")
+
+    def _check_proxy_status(self, status: dict[str, Any]) -> None:
+        """The proxy is in status `upstream_proxies`, routes `PROXIED` only, and its breaker is
+        where its events (fed to the proxy's model) left it."""
+        proxies = {p["name"]: p for p in status.get("upstream_proxies", [])}
+        corp = proxies.get(PROXY_NAME)
+        if corp is None:
+            self.report.violations.append(f"status upstream_proxies has no {PROXY_NAME!r}: "
+                                          f"{sorted(proxies)}")
+            return
+        self.report.proxy_status = corp
+        if corp.get("profiles") != [PROXIED]:
+            self.report.violations.append(f"proxy {PROXY_NAME} routes {corp.get('profiles')}, "
+                                          f"not [{PROXIED!r}]")
+        state = corp["breaker"]["state"]
+        if state != self.proxy_model.state(PROXY_NAME):
+            self.report.violations.append(
+                f"proxy {PROXY_NAME}: the engine says {state}, the events say "
+                f"{self.proxy_model.state(PROXY_NAME)}")
+        routes = {p["name"]: (p.get("route") or {}).get("label") for p in status["profiles"]}
+        wanted = {name: f"via {PROXY_NAME}" if name == PROXIED else "direct"
+                  for name, _ in PROVIDERS}
+        if routes != wanted:
+            self.report.violations.append(f"routes {routes}, expected {wanted}")
 
     # -- judging -----------------------------------------------------------------------------
 
@@ -355,9 +456,17 @@ class _Soak:
                 report.violations.append(f"request {ex.spec.id} ({ex.spec.protocol}, "
                                          f"{ex.spec.profile}, stream={ex.spec.stream}): "
                                          f"{verdict.outcome}: {verdict.detail}")
-            problem = upstream_problem(ex, calls.get(ex.spec.id, []))
+            problem = upstream_problem(ex, calls.get(ex.spec.id, []), frozenset({PROXIED}))
             if problem:
                 report.violations.append(f"request {ex.spec.id}: {problem}")
+        front = self.world.front
+        report.violations.extend(proxy_problems(
+            self.exchanges, PROXIED, report.proxy_attempts,
+            tunnels=self.world.proxy.connects["ok"],
+            # (a handshake that failed is a connection too: one not trusting the front's CA)
+            tls_connections=front.connections + front.handshakes_failed if front else 0,
+            cuts=self.proxy_cuts,
+            opens=self.breaker_opens, proxy_out=self.proxy_out, disturbed=self.disturbed))
         report.violations.extend(context_relearned(self.exchanges))
         report.violations.extend(spent_window_resent(self.exchanges, self.spent,
                                                      self.resets))

@@ -6,6 +6,16 @@ Profiles (one of each auth style and both protocols):
             backups beta then gamma
     beta    OpenAICompatible, api key from the environment, backup gamma
     gamma   DirectAnthropic, api key from the environment, no backup
+
+beta is reached through an upstream proxy of its own, "corp" (claudex/demo/fake_proxy.py, named in
+`[[upstream_proxies]]`; issue 36), which the chaos schedule takes down and makes answer 429; the
+others are direct. beta answers over TLS (claudex/demo/tls_front.py, a certificate of a private
+CA the profile's `ca_bundle` names), so claudex reaches it as it reaches a real provider through a
+corporate proxy: a CONNECT tunnel, whose refusal and 429 are the proxy's own (a plain-http request
+through a proxy gets the proxy's 429 as if the provider had said it).
+beta is also alpha's first backup, so an out proxy is met both by requests addressed to beta
+(they fail over to gamma) and in the middle of alpha's chain (skipped as `no_route`, like an
+open breaker).
 """
 
 from __future__ import annotations
@@ -25,13 +35,29 @@ import httpx
 
 from claudex.demo.fake_oauth import FakeTokenServer
 from claudex.demo.fake_provider import FakeProvider, start_fakes, stop_fakes
+from claudex.demo.fake_proxy import FakeProxy
+from claudex.demo.pki import new_authority
+from claudex.demo.tls_front import TlsFront
 from claudex.demo.world import free_port
 
 PROVIDERS: Final = (("alpha", "anthropic"), ("beta", "openai"), ("gamma", "anthropic"))
 BACKUPS: Final = {"alpha": ("beta", "gamma"), "beta": ("gamma",), "gamma": ()}
 OAUTH_PROVIDER: Final = "alpha"
+PROXY_NAME: Final = "corp"
+PROXIED: Final = "beta"
+"""The provider behind the upstream proxy `PROXY_NAME`."""
 REPO: Final = Path(__file__).resolve().parent.parent  # where `python -m soak.child` is found
 KEYS: Final = {"SOAK_BETA_KEY": "sk-soak-beta-0123456789", "SOAK_GAMMA_KEY": "sk-soak-gamma-987654"}
+
+
+@dataclass(frozen=True)
+class ProxiedRoute:
+    """How `PROXIED` is reached: its TLS front's URL, the CA that signed the front's
+    certificate, and the upstream proxy between."""
+
+    proxy_url: str
+    base_url: str
+    ca_bundle: Path
 
 
 @dataclass(frozen=True)
@@ -71,9 +97,11 @@ class Limits:
 
 
 def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds: Path,
-                token_url: str, history: Path) -> str:
+                token_url: str, history: Path, route: ProxiedRoute | None = None) -> str:
     """The soak's config; `history` is its journal, in the soak's own folder (the default path
-    is the user's own journal: a soak's fake traffic must never land there)."""
+    is the user's own journal: a soak's fake traffic must never land there). With `route`,
+    `PROXIED` goes through the upstream proxy `PROXY_NAME` (whose breaker and retry settings
+    are the globals above) to its TLS front, and the others are direct."""
     lines = [
         "# Written by the claudex soak; every number here bounds a request's deadline.",
         "[proxy]",
@@ -110,6 +138,9 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
         "[history]",
         f"path = {json.dumps(str(history))}  # the soak's own, never the user's",
     ]
+    if route is not None:
+        lines += ["", "[[upstream_proxies]]", f'name = "{PROXY_NAME}"',
+                  f'url = "{route.proxy_url}"']
     for name, protocol in PROVIDERS:
         fake = fakes[name]
         provider_type = "DirectAnthropic" if protocol == "anthropic" else "OpenAICompatible"
@@ -119,10 +150,15 @@ def config_text(fakes: dict[str, FakeProvider], port: int, limits: Limits, creds
             "[[profiles]]",
             f'name = "{name}"',
             f'provider_type = "{provider_type}"',
-            f'base_url = "{fake.base_url}"',
+            f'base_url = "{route.base_url if route and name == PROXIED else fake.base_url}"',
             f'default_model = "{name}-model"',
             f"backup_providers = [{backups}]",
         ]
+        if route is not None and name == PROXIED:
+            lines += [f'upstream_proxy = "{PROXY_NAME}"',
+                      f"ca_bundle = {json.dumps(str(route.ca_bundle))}"]
+        elif route is not None:
+            lines.append('upstream_proxy = "direct"')
         if name == OAUTH_PROVIDER:
             lines += ['auth_type = "oauth"', 'oauth_provider = "claude"',
                       f'credentials_file = "{creds}"', f'token_url = "{token_url}"']
@@ -193,6 +229,10 @@ class World:
     tokens: FakeTokenServer = field(default_factory=FakeTokenServer)
     serve: ServeProcess | None = None
     credentials: Path | None = None
+    proxy: FakeProxy = field(default_factory=FakeProxy)
+    """`PROXIED`'s upstream proxy; the chaos sets its mode."""
+    front: TlsFront | None = None
+    """`PROXIED`'s TLS front."""
 
     @property
     def state_dir(self) -> Path:
@@ -212,13 +252,19 @@ class World:
             fake.strict_models = False
         self.fakes = {fake.name: fake for fake in started}
         await self.tokens.start()
+        await self.proxy.start()
+        pki = self.workdir / "pki"
+        authority = new_authority(pki, "claudex soak CA")
+        self.front = TlsFront(self.fakes[PROXIED].base_url, authority.issue_server(pki, PROXIED))
+        await self.front.start()
+        route = ProxiedRoute(self.proxy.url, self.front.base_url, authority.cert_path)
         self.credentials = self.workdir / "claude-credentials.json"
         write_credentials(self.credentials, "soak-access-0", "soak-refresh-0")
         self.fakes[OAUTH_PROVIDER].faults.valid_tokens = {"soak-access-0"}
         port = free_port()
         config = self.workdir / "soak.toml"
         config.write_text(config_text(self.fakes, port, self.limits, self.credentials,
-                                      self.tokens.token_url, self.history))
+                                      self.tokens.token_url, self.history, route))
         config.chmod(0o600)
         log_path = self.workdir / "serve.log"
         module = "soak.child" if self.instruments else "claudex.cli"
@@ -250,4 +296,7 @@ class World:
         status = await self.serve.stop() if self.serve is not None else None
         await stop_fakes(self.fakes.values())
         await self.tokens.stop()
+        await self.proxy.close()
+        if self.front is not None:
+            await self.front.close()
         return status

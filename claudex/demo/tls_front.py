@@ -34,6 +34,8 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
+        else:  # TLS cannot half-close: the fake closed, so does the client's connection
+            writer.close()
     except (ConnectionError, ssl.SSLError, RuntimeError):
         pass  # the other side went away: the relay ends with it
 

@@ -160,6 +160,13 @@ async def test_a_30_second_chaos_soak_loses_nothing(tmp_path: Path) -> None:
     assert transitions["closed->open"] >= 1 and transitions["half_open->closed"] >= 1, summary
     trips = sum(n for pair, n in transitions.items() if pair.endswith("->forced_open"))
     assert trips >= 1 and report.refreshes >= 1 and report.exit_status == 0, summary
+    # Its upstream proxy refused, answered 429 and died (all three in the first 20 s): beta's
+    # requests met it out and went on, and the proxy's own breaker opened.
+    proxied = report.proxy_attempts
+    assert {"proxy_refuses", "proxy_429", "proxy_dies"} <= set(report.actions), summary
+    assert proxied["proxy_refused"] >= 1 and proxied["no_route"] >= 1, summary
+    assert report.proxy_transitions["closed->open"] >= 1, summary
+    assert report.proxy_status.get("requests", 0) > 0, summary
     assert summary_table(report).row_count > 10
 
 
@@ -261,3 +268,69 @@ def test_the_schedule_spends_windows_and_the_fake_refuses_until_the_reset() -> N
     assert fake.plan is not None and fake.plan.kind == "chatgpt"
     refused = fake.plan.refusal()
     assert refused is not None and refused[1]["error"]["type"] == "usage_limit_reached"
+
+
+def test_the_schedule_has_the_proxy_refuse_429_and_die_and_come_back_before_the_next() -> None:
+    from soak.chaos import PROXY_ACTIONS, proxy_mode_of
+
+    names = ("alpha", "beta", "gamma")
+    # Without a proxy (the fleet soak's), no proxy action at all.
+    assert not any(a.kind in PROXY_ACTIONS
+                   for a in itertools.islice(schedule(4, names, "alpha"), 500))
+    actions = list(itertools.islice(schedule(4, names, "alpha", "corp"), 800))
+    assert [a.describe() for a in actions[:200]] == [
+        a.describe() for a in itertools.islice(schedule(4, names, "alpha", "corp"), 200)]
+    on_proxy = [a for a in actions if a.kind in PROXY_ACTIONS]
+    assert all(a.target == "corp" for a in on_proxy)
+    # The first three are one of each, all within the CI's 30 s; each ends before the next.
+    assert sorted(a.kind for a in on_proxy[:6:2]) == ["proxy_429", "proxy_dies",
+                                                       "proxy_refuses"]
+    assert on_proxy[5].at < 30
+    for fault, back in zip(on_proxy[::2], on_proxy[1::2], strict=False):
+        assert back.kind == "proxy_back" and fault.kind != "proxy_back"
+        assert back.at == round(fault.at + fault.settings["duration_s"], 3)
+        mode, settings = proxy_mode_of(fault)
+        if fault.kind == "proxy_dies":
+            assert mode == "down" and 5 <= fault.settings["duration_s"] <= 8
+        elif fault.kind == "proxy_429":
+            assert mode == "rate_limited" and 0 < settings["retry_after"] <= 1.0
+        else:
+            assert mode == "down" and fault.settings["duration_s"] <= 3
+        assert proxy_mode_of(back) == ("ok", {})
+
+
+def test_a_proxy_failure_charged_to_its_provider_or_a_bypass_is_a_violation() -> None:
+    from collections import Counter
+
+    from soak.checks import proxy_problems
+
+    def at(started: float, trail: str, served: str = "gamma") -> Exchange:
+        ex = exchange("openai", False, 200, b"{}",
+                      headers={"x-claudex-attempts": trail, "x-claudex-provider": served})
+        ex.started, ex.ended = started, started + 0.05
+        return ex
+
+    out = [(10.0, 13.0)]  # the proxy refused from 10 to 13
+    fine = [at(10.5, "beta:proxy_refused,gamma:200"), at(11.0, "beta:no_route,gamma:200"),
+            at(20.0, "beta:500,gamma:200")]  # beta's own fault, the proxy fine again
+    seen: Counter[str] = Counter()
+    kwargs = {"tunnels": 5, "tls_connections": 5, "cuts": [10.0], "proxy_out": out,
+              "disturbed": [(19.0, 22.0)]}
+    assert proxy_problems(fine, "beta", seen, opens=[("beta", 20.5), ("gamma", 11.0)],
+                          **kwargs) == []  # type: ignore[arg-type]
+    assert seen == Counter({"proxy_refused": 1, "no_route": 1})
+    charged = [at(11.0, "beta:connect_error,gamma:200"), at(12.0, "gamma:proxy_refused")]
+    problems = proxy_problems(charged, "beta", Counter(), opens=[("beta", 13.5)],
+                              **kwargs)  # type: ignore[arg-type]
+    assert len(problems) == 3, problems
+    assert "beta:connect_error while only its proxy was out" in problems[0]
+    assert "gamma is direct" in problems[1] and "breaker opened" in problems[2]
+    # A request in flight when the proxy went down (its tunnel cut) is counted, not judged,
+    # and so is the breaker opening soon after that.
+    cut = Counter[str]()
+    assert proxy_problems([at(9.99, "beta:disconnected,gamma:200")], "beta", cut,
+                          opens=[("beta", 12.5)], **kwargs) == []  # type: ignore[arg-type]
+    assert cut == Counter({"cut in flight": 1, "breaker opened after a cut": 1})
+    bypass = proxy_problems([], "beta", Counter(), opens=[],
+                            **{**kwargs, "tls_connections": 6})  # type: ignore[arg-type]
+    assert ["some went around the proxy" in p for p in bypass] == [True]
