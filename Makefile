@@ -35,6 +35,8 @@ test: $(STAMP)  ## run the whole test suite (installs redis-server, tinyproxy, m
 	$(BIN)/pytest -q
 
 e2e: $(STAMP)  ## the real Claude Code and Codex CLI (pinned; npm into ~/.cache/claudex-e2e) through claudex serve
+	@PYTHON=$(PYTHON) tests/tools/install_mitmproxy.sh \
+	  || echo "could not install mitmproxy: the corporate-proxy e2e test needs it and will fail"
 	$(BIN)/python -m e2e.claude_code >/dev/null
 	$(BIN)/python -m e2e.codex_cli >/dev/null
 	$(BIN)/pytest -q e2e
