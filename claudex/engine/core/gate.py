@@ -127,11 +127,14 @@ class ProviderGate:
 
 class GatedResponse:
     """An upstream response that gives its gate slot back exactly once: when it has been read
-    or when it is closed."""
+    or when it is closed — and the upstream proxy's slot (`hop_gate`) with it, when the
+    request went through one."""
 
-    def __init__(self, inner: UpstreamResponse, gate: ProviderGate) -> None:
+    def __init__(self, inner: UpstreamResponse, gate: ProviderGate,
+                 hop_gate: ProviderGate | None = None) -> None:
         self._inner = inner
         self._gate: ProviderGate | None = gate
+        self._hop_gate = hop_gate
         # Read once: the lifecycle hook and the pass-through both look at them.
         self.raw_headers: Sequence[tuple[bytes, bytes]] = inner.raw_headers
 
@@ -139,6 +142,8 @@ class GatedResponse:
         gate, self._gate = self._gate, None
         if gate is not None:
             gate.release()
+            if self._hop_gate is not None:
+                self._hop_gate.release()
 
     @property
     def status(self) -> int:

@@ -16,6 +16,7 @@ import json
 import logging
 from collections.abc import Sequence
 
+from claudex.config.model import Profile
 from claudex.engine.addons.windows import windows_in_stream
 from claudex.engine.breaker.circuit import Permit
 from claudex.engine.core.answers import passed_headers, scrub_error_body, tag
@@ -31,7 +32,7 @@ from claudex.engine.core.classify import (
     stated_token_limit,
 )
 from claudex.engine.core.exchange import Exchange
-from claudex.engine.core.gate import GatedResponse
+from claudex.engine.core.gate import GatedResponse, ProviderGate
 from claudex.engine.core.hooks import Flow, addon_failed
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import OK_RULE, POLICY, BreakerEffect, Local, Rule
@@ -80,6 +81,11 @@ def _queue_full(rt: ProviderRuntime) -> str:
             else f"max_connections = {rt.gate.max_connections}")
     return (f"waited {rt.profile.queue_timeout:g} s (queue_timeout) for a slot "
             f"({held})")
+
+
+def _queue_full_at(proxy: str, gate: ProviderGate, profile: Profile) -> str:
+    return (f"waited {profile.queue_timeout:g} s (queue_timeout) for a slot at proxy {proxy} "
+            f"({gate.limit.limit} at once, adaptive)")
 
 
 class OneProvider:
@@ -184,6 +190,20 @@ class OneProvider:
                 core.proxies.release(hop.name, hop_permit)
             return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
                                                           _queue_full(rt)))
+        hop_gate = None
+        if hop is not None and hop_permit is not None:
+            # Then the proxy's own slot (its adaptive limit, proxy_state.py): taken after the
+            # provider's, so a request waiting here holds nothing other providers behind the
+            # shared proxy need.
+            hop_gate = core.proxies.gate(hop.name)
+            if hop_gate is not None and not hop_gate.take_now() \
+                    and not await hop_gate.acquire(profile.queue_timeout):
+                rt.gate.release()
+                core.proxies.release(hop.name, hop_permit)
+                ledger.via = hop.name
+                return Seen(Local.QUEUE_FULL, ledger.attempt(Local.QUEUE_FULL, None,
+                                                              _queue_full_at(hop.name, hop_gate,
+                                                                             profile)))
         started = core.clock()
         alone = rt.gate.in_flight == 1  # a 429 then is a quota, not too much concurrency
         if tries.rate_limited == 0:
@@ -207,12 +227,15 @@ class OneProvider:
                     read_timeout=profile.read_timeout if deadlines is None else None,
                     via=hop, ssl=rt.route.ssl)
             resp = GatedResponse(await (sending if deadlines is None
-                                        else within(deadlines.headers(), sending)), rt.gate)
+                                        else within(deadlines.headers(), sending)), rt.gate,
+                                 hop_gate)
         except BaseException as exc:
             rt.gate.release()
+            if hop_gate is not None:
+                hop_gate.release()
             if hop is not None:
                 proxied = await self._through_hop_failed(ledger, hop, hop_permit, exc,
-                                                         tries.url)
+                                                         tries.url, started)
                 if proxied is not None:
                     _unhook_frames(exc)
                     return proxied
@@ -292,7 +315,7 @@ class OneProvider:
         return Seen(Outcome.PROXY_REFUSED, ledger.attempt(Outcome.PROXY_REFUSED, None, words))
 
     async def _through_hop_failed(self, ledger: Ledger, hop: Hop, permit: Permit | None,
-                                  exc: BaseException, url: str) -> Seen | None:
+                                  exc: BaseException, url: str, sent_at: float) -> Seen | None:
         """A send through `hop` raised: the proxy's failure (its breaker counts it, never the
         provider's), or None: the provider's own (classify.py maps it)."""
         board = self.core.proxies
@@ -309,7 +332,7 @@ class OneProvider:
             issuer = await self._issuer(hop, url, ledger.rt.profile.connect_timeout)
             if issuer is not None:
                 failure = dataclasses.replace(failure, words=untrusted_words(None, issuer))
-        return self._proxy_seen(ledger, hop, permit, failure)
+        return self._proxy_seen(ledger, hop, permit, failure, sent_at)
 
     async def _issuer(self, hop: Hop, url: str, timeout_s: float) -> str | None:
         """The issuer of the certificate presented through `hop` for `url`'s host, read once
@@ -325,13 +348,13 @@ class OneProvider:
         return issuer
 
     def _proxy_seen(self, ledger: Ledger, hop: Hop, permit: Permit | None,
-                    failure: ProxyFailure) -> Seen:
+                    failure: ProxyFailure, sent_at: float = 0.0) -> Seen:
         self.core.proxies.failed(hop.name, permit, failure)
         outcome = PROXY_OUTCOMES[failure.kind]
         log.info("%s: upstream proxy %s (%s): %s", ledger.rt.name, hop.name, hop.where,
                  failure.words)
         return Seen(outcome, ledger.attempt(outcome, None, f"proxy {hop.name}: {failure.words}"),
-                    proxy=failure)
+                    proxy=failure, sent_at=sent_at)
 
     def _model_unavailable(self, rt: ProviderRuntime, said: set[str], model: str | None,
                            words: str) -> None:

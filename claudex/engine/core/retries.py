@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from claudex.engine.core import backoff
+from claudex.engine.core.concurrency import AdaptiveLimit
 from claudex.engine.core.exchange import Exchange
 from claudex.engine.core.ledger import Ledger
 from claudex.engine.core.policy import Local, Retry
@@ -94,6 +96,11 @@ class Retries:
         state = core.proxies.get(hop.name)
         retry = state.spec.retry if state is not None else ledger.rt.profile.retry
         tries.proxy_rate_limited += 1
+        if state is not None:  # fewer tunnels at once through it (seed 001), as a provider's
+            gate = state.gate  # this try's slot is already back: count it as in flight
+            if gate.limit.on_rate_limited(core.clock(), gate.in_flight + 1, seen.sent_at or None):
+                self._say_limit(hop.name, gate.limit,
+                                lambda: core.proxies.get(hop.name) is state, "proxy ")
         headers = seen.proxy.headers if seen.proxy is not None else {}
         decision = backoff.rate_limit_decision(tries.proxy_rate_limited, headers, retry,
                                                core.wall(), core.rand)
@@ -189,12 +196,18 @@ class Retries:
         they are said (what status shows then): `settle_s` after the round's first decrease,
         by a timer on the loop (with no loop, as in a test driving this by hand, the next
         call says it); `due`: that timer."""
-        limit = rt.gate.limit
+        self._say_limit(rt.name, rt.gate.limit,
+                        lambda: self.core.runtimes.get(rt.name) is rt, due=due)
+
+    def _say_limit(self, name: str, limit: AdaptiveLimit, current: Callable[[], bool],
+                   what: str = "", *, due: bool = False) -> None:
+        """`say_limit` for the limit of `name`, a provider or (`what` "proxy ") an upstream
+        proxy; `current`: the limit still belongs to the engine (not replaced by a reload)."""
         now = self.core.clock()
         snap = limit.announcement(now, due=due)
         if snap is not None:
-            words = f"{rt.name}: reducing concurrency to {snap.limit} ({snap.reason})"
-            self.core.events.publish(Event("limit", words, rt.name,
+            words = f"{what}{name}: reducing concurrency to {snap.limit} ({snap.reason})"
+            self.core.events.publish(Event("limit", words, name,
                                            {"concurrency": snap.limit, "reason": snap.reason}))
             log.info("%s", words)
             return
@@ -209,8 +222,8 @@ class Retries:
 
         def fire() -> None:
             self._timers.discard(id(limit))
-            if self.core.runtimes.get(rt.name) is rt:  # (not replaced by a reload meanwhile)
-                self.say_limit(rt, due=True)
+            if current():  # (not replaced by a reload meanwhile)
+                self._say_limit(name, limit, current, what, due=True)
 
         loop.call_later(wait, fire)
 

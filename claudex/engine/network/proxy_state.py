@@ -7,6 +7,14 @@ failed ones of this request excluded by the caller); each try through a hop take
 the hop's breaker (`acquire`) and hands it back exactly once (`succeeded`, `failed`, `release`).
 Every transition is one engine Event (kind "proxy") and one log line:
 `proxy corp opened (connection refused)`.
+
+Each proxy also has claudex's own gate (engine/core/gate.py) with an adaptive limit
+(engine/core/concurrency.py), as a provider has: a try through the proxy holds one of its slots
+from before it is sent until its answer (or stream) ends, so requests of every provider behind
+the proxy queue on it. A CONNECT answered 429 narrows the limit (retries.py), every try the proxy
+carried to its provider lets it grow back. The proxy's own limit, not the providers': a proxy
+shared by several providers refuses tunnels for all of them together, and a provider's limit
+keeps measuring the provider alone.
 """
 
 from __future__ import annotations
@@ -20,12 +28,15 @@ from claudex.config.model import BreakerSettings, RetrySettings
 from claudex.engine.breaker.circuit import BreakerState, CircuitBreaker, Permit, Transition
 from claudex.engine.breaker.trips import trip_words
 from claudex.engine.clock import Clock
+from claudex.engine.core.concurrency import AdaptiveLimit
+from claudex.engine.core.gate import ProviderGate
 from claudex.engine.events import Event
 from claudex.engine.network.failures import ProxyFailure, ProxyKind
 from claudex.engine.network.routes import Hop, Route
 
 log = logging.getLogger("claudex.engine")
 Color = Literal["green", "yellow", "red"]
+PROXY_MAX_CONNECTIONS = 1 << 30  # a proxy has no `max_connections`: only its adaptive limit
 
 
 class ProxySpecLike(Protocol):
@@ -71,6 +82,9 @@ class ProxyRuntime:
     last_error: str | None = None
     # Tries through it by what came of them ("ok", or a ProxyKind: "refused", ...): /metrics.
     outcomes: dict[str, int] = field(default_factory=dict)
+    # Tunnels claudex lets be open through it at once: no fixed bound, the adaptive limit.
+    gate: ProviderGate = field(
+        default_factory=lambda: ProviderGate(PROXY_MAX_CONNECTIONS, AdaptiveLimit()))
 
     def count(self, outcome: str) -> None:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
@@ -113,6 +127,8 @@ class ProxyBoard:
             else:
                 rt.breaker.update_settings(spec.breaker)
                 rt.spec, rt.auth_failed, rt.untrusted = spec, None, None
+                rt.gate.limit.reset()  # a reload starts the limit again, as a provider's
+                rt.gate.wake()
             fresh[name] = rt
         self._proxies = fresh
 
@@ -172,6 +188,11 @@ class ProxyBoard:
 
     # -- one try through a hop ----------------------------------------------------------------
 
+    def gate(self, name: str) -> ProviderGate | None:
+        """The proxy's slots (None: not on the board, never limited here)."""
+        rt = self._proxies.get(name)
+        return None if rt is None else rt.gate
+
     def acquire(self, name: str) -> Permit | None:
         rt = self._proxies.get(name)
         if rt is None:
@@ -191,6 +212,8 @@ class ProxyBoard:
             self._say(rt, f"proxy {name} works again", {"state": "ok"})
         rt.count("ok")
         rt.breaker.record_success(permit)
+        if rt.gate.limit.on_success(self._clock()):
+            rt.gate.wake()  # the proxy's adaptive limit grew back by one
 
     def release(self, name: str, permit: Permit) -> None:
         """Neither the proxy's success nor its failure (cancelled, or a 429: it cools down)."""
@@ -256,9 +279,13 @@ class ProxyBoard:
             ended.append("auth failed")
         if rt.cooling_until > self._clock():
             ended.append("cooldown")
+        if rt.gate.limit.limit is not None:
+            ended.append("concurrency limit")
         rt.auth_failed = rt.untrusted = None
         rt.cooling_until = 0.0
         rt.breaker.reset()
+        rt.gate.limit.reset()
+        rt.gate.wake()
         return ended
 
     # -- status ---------------------------------------------------------------------------------
@@ -284,7 +311,19 @@ class ProxyBoard:
         failures = rt.breaker.snapshot().consecutive_failures
         if failures:
             return "yellow", f"{failures} recent failure{'s' if failures != 1 else ''}"
+        limited = rt.gate.limit.snapshot(now)
+        if limited.limit is not None and limited.reason is not None:
+            return "yellow", f"{limited.reason}: {limited.limit} at once"
         return "green", "ok"
+
+    @staticmethod
+    def concurrency_json(rt: ProxyRuntime, now: float) -> dict[str, Any]:
+        """claudex's own limit on tries through the proxy (a provider's `concurrency`, less
+        `max_connections`, which a proxy does not have)."""
+        gate, snap = rt.gate, rt.gate.limit.snapshot(now)
+        return {"limit": snap.limit, "reason": snap.reason, "in_flight": gate.in_flight,
+                "queued": gate.queued, "waited": gate.waited, "queue_full": gate.queue_full,
+                "recent_429": snap.recent_429}
 
     def snapshot(self, now: float | None = None) -> list[dict[str, Any]]:
         """Status JSON `upstream_proxies` (no password: the URL as `Hop.shown`)."""
@@ -315,6 +354,8 @@ class ProxyBoard:
                 "rate_limited": rt.rate_limited,
                 "last_error": rt.last_error,
                 "profiles": list(rt.spec.profiles),
+                "limit": rt.gate.limit.limit,   # None: unlimited (the adaptive limit not held)
+                "concurrency": self.concurrency_json(rt, now),
             })
         return out
 

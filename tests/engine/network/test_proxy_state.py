@@ -90,3 +90,47 @@ def test_trip_and_reset_and_a_reload_keeps_the_breaker() -> None:
     assert b.get("corp").breaker.snapshot().consecutive_failures == 1  # type: ignore[union-attr]
     assert "env" in b and "corp-2" not in b
     assert b.trip("nope") is False
+
+
+def test_a_proxys_429s_narrow_its_own_limit_and_successes_grow_it_back() -> None:
+    """Seed 001: a proxy refusing tunnels is sent fewer at once. Its limit is its own adaptive
+    limit (engine/core/concurrency.py), on the board's clock; tries through it queue on it."""
+    b, clock, _ = board()
+    gate = b.gate("corp")
+    assert gate is not None and gate.limit.limit is None
+    for _ in range(8):  # eight tunnels open at once
+        assert gate.take_now()
+    for _ in range(3):  # three of them refused with 429: a burst
+        gate.release()
+        gate.limit.on_rate_limited(clock.now, gate.in_flight + 1, clock.now)
+    assert gate.limit.limit == 5  # what the proxy accepted then, less the 429 that said so
+    snap = b.snapshot()[0]
+    assert snap["limit"] == 5 and snap["concurrency"]["recent_429"] == 3
+    assert snap["concurrency"]["reason"] == "limited: 3 × 429 in 10 s"
+    assert (snap["health"], snap["health_reason"]) == ("yellow", "limited: 3 × 429 in 10 s: "
+                                                       "5 at once")
+    assert not gate.take_now()  # five in flight: the next try waits in line
+    while gate.in_flight:
+        gate.release()
+    clock.now += 11  # the 429s are out of the window: one more after `limit` carried tries
+    for _ in range(5):
+        b.succeeded("corp", b.acquire("corp"))  # type: ignore[arg-type]
+    assert gate.limit.limit == 6
+    for _ in range(6):  # past the 6 in flight at the burst, no 429 for a window: unlimited
+        b.succeeded("corp", b.acquire("corp"))  # type: ignore[arg-type]
+    assert gate.limit.limit is None and b.snapshot()[0]["limit"] is None
+
+
+def test_reset_and_reload_start_a_proxys_limit_again() -> None:
+    b, clock, _ = board()
+    gate = b.gate("corp")
+    assert gate is not None
+    for _ in range(3):
+        gate.limit.on_rate_limited(clock.now, 4)
+    assert gate.limit.limit == 3
+    assert b.reset("corp") == ["concurrency limit"]
+    assert gate.limit.limit is None
+    for _ in range(3):
+        gate.limit.on_rate_limited(clock.now, 4)
+    b.configure({"corp": DefaultSpec(CORP)})
+    assert b.gate("corp") is gate and gate.limit.limit is None
