@@ -50,6 +50,7 @@ HEALTH_WORDS: Mapping[HealthEffect, str] = {
     HealthEffect.LIVE_FAILURE: "yellow",
     HealthEffect.AUTH_FAILING: "red: \"auth\" / \"needs login\"",
     HealthEffect.CREDENTIALS: "red: \"misconfigured\"",
+    HealthEffect.UNTRUSTED: "red: \"certificate not trusted: issuer …\"",
 }
 
 

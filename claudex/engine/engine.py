@@ -267,6 +267,7 @@ class Engine:
             route = network.route(name)
             routes[name] = route
             rt.route = None if route.plain else route
+            rt.health.untrusted = None  # a reload may bring the CA (ca_bundle) it lacked
             if isinstance(rt.credentials, Credentials):  # its token grants take the route
                 rt.credentials.http_for = (None if route.plain else
                                            functools.partial(self.control_http, rt))

@@ -46,6 +46,10 @@ The tree of outcomes (DESIGN.md, failure table)::
         ├── PROXY_BAD_GATEWAY      CONNECT answered 502, 503, 504
         ├── PROXY_RATE_LIMITED     CONNECT answered 429: backoff at that proxy, then the next
         └── CERTIFICATE_UNTRUSTED  through a proxy, a certificate that does not verify
+    UNTRUSTED_PROVIDER     a provider reached directly whose certificate does not verify: no
+                           retry, fail over at once; the provider's breaker failure, the
+                           provider red with the issuer's name (its trail word is
+                           `certificate_untrusted` too: the row of the route it failed on)
 
 `classify_cloud()` maps a Bedrock or Vertex error (read by `claudex.providers.bedrock` /
 `.vertex`: statuses, `X-Amzn-ErrorType`, Google's `status`) onto these kinds: their own 400 that
@@ -95,6 +99,8 @@ class Outcome(StrEnum):
     PROXY_BAD_GATEWAY = "proxy_bad_gateway"
     PROXY_RATE_LIMITED = "proxy_rate_limited"
     CERTIFICATE_UNTRUSTED = "certificate_untrusted"
+    # The policy's key for the direct case; the attempt carries CERTIFICATE_UNTRUSTED's word.
+    UNTRUSTED_PROVIDER = "certificate_untrusted_direct"
 
 
 PROXY_OUTCOMES: dict[ProxyKind, Outcome] = {
@@ -263,5 +269,6 @@ def describe(outcome: Outcome, status: int | None = None) -> str:
         Outcome.PROXY_BAD_GATEWAY: "upstream proxy bad gateway",
         Outcome.PROXY_RATE_LIMITED: "upstream proxy rate limited",
         Outcome.CERTIFICATE_UNTRUSTED: "certificate not trusted",
+        Outcome.UNTRUSTED_PROVIDER: "certificate not trusted",
     }[outcome]
     return f"{words} ({status})" if status is not None else words

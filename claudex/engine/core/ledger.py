@@ -140,6 +140,7 @@ class Ledger:
         if rt.gate.limit.on_success(self.clock()):
             rt.gate.wake()  # the adaptive limit grew back by one
         rt.health.auth_failing = False  # the OK row's health effect (HEALTHY)
+        rt.health.untrusted = None
         rt.credentials.mark_ok()
         if record_attempt:
             if attempt is None:
@@ -168,6 +169,8 @@ class Ledger:
         if rule.health is HealthEffect.CREDENTIALS:
             # Shown red as "misconfigured" even when no health probe runs to find it.
             self.rt.health.credentials_problem = problem or attempt.message
+        elif rule.health is HealthEffect.UNTRUSTED:  # red with the issuer's name and the hint
+            self.rt.health.untrusted = attempt.message
         self._tell(attempt, rule)
 
     def broke_mid_stream(self, message: str) -> None:
@@ -199,7 +202,8 @@ class Ledger:
             rt.breaker.record_failure(self.permit)
         else:
             self.release()
-        if rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING):
+        if rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING,
+                           HealthEffect.UNTRUSTED):
             rt.health.live_failure_since_probe = True
         if rule.health is HealthEffect.AUTH_FAILING:
             rt.health.auth_failing = True

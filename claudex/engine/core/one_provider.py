@@ -14,7 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import ssl
 from collections.abc import Sequence
+
+import aiohttp
 
 from claudex.config.model import Profile
 from claudex.engine.addons.windows import windows_in_stream
@@ -92,8 +95,8 @@ class OneProvider:
     def __init__(self, core: EngineCore) -> None:
         self.core = core
         self._retries = Retries(core).by_kind  # how each kind of policy.Retry is carried out
-        # Who signed a certificate that did not verify through a proxy, by (hop, host).
-        self._issuers: dict[tuple[Hop, str], str] = {}
+        # Who signed a certificate that did not verify, by (hop, host); hop None: direct.
+        self._issuers: dict[tuple[Hop | None, str], str] = {}
 
     async def serve(self, ledger: Ledger, exchange: Exchange) -> ForwardResult | None:
         """Serve the request from one provider, or return None (after recording why) to fail
@@ -246,6 +249,9 @@ class OneProvider:
                         Outcome.CONNECT_ERROR, None, f"through {hop.name}: {beyond}"))
             if not isinstance(exc, Exception):
                 raise
+            if isinstance(exc, aiohttp.ClientConnectorCertificateError):  # direct: the provider's
+                _unhook_frames(exc)
+                return await self._untrusted_provider(ledger, exc, tries.url)
             outcome, words = map_transport_error(exc)  # mapped at one place
             _unhook_frames(exc)
             return Seen(outcome, ledger.attempt(outcome, None, words))
@@ -334,9 +340,23 @@ class OneProvider:
                 failure = dataclasses.replace(failure, words=untrusted_words(None, issuer))
         return self._proxy_seen(ledger, hop, permit, failure, sent_at)
 
-    async def _issuer(self, hop: Hop, url: str, timeout_s: float) -> str | None:
-        """The issuer of the certificate presented through `hop` for `url`'s host, read once
-        per hop and host (engine/network/issuer.py) and remembered."""
+    async def _untrusted_provider(self, ledger: Ledger,
+                                  exc: aiohttp.ClientConnectorCertificateError,
+                                  url: str) -> Seen:
+        """A provider reached directly whose certificate does not verify (issue 36): no retry,
+        the next provider at once, counted against the provider (the route's is its own), red
+        with who signed it and the hint."""
+        error = exc.certificate_error
+        issuer = await self._issuer(None, url, ledger.rt.profile.connect_timeout)
+        words = untrusted_words(error if isinstance(error, ssl.SSLCertVerificationError)
+                                else None, issuer)
+        log.warning("%s: %s", ledger.rt.name, words)
+        return Seen(Outcome.UNTRUSTED_PROVIDER, ledger.attempt(
+            Outcome.CERTIFICATE_UNTRUSTED, None, words))
+
+    async def _issuer(self, hop: Hop | None, url: str, timeout_s: float) -> str | None:
+        """The issuer of the certificate presented through `hop` (None: directly) for `url`'s
+        host, read once per hop and host (engine/network/issuer.py) and remembered."""
         key = (hop, url.split("/", 3)[2] if url.count("/") >= 2 else url)
         issuer = self._issuers.get(key)
         if issuer is None:  # (not known yet, or could not be read last time: again)

@@ -35,7 +35,9 @@ translation, a refused token refresh). A row says:
     what the provider's health shows: ``LIVE_FAILURE`` (a failure in live traffic since the
     last probe: yellow), ``AUTH_FAILING`` (that, and the status says "auth" / "needs login":
     red), ``CREDENTIALS`` (claudex could not read the secret: red, "misconfigured"),
-    ``HEALTHY`` (auth failing cleared) or ``NONE``.
+    ``HEALTHY`` (auth failing cleared), ``UNTRUSTED`` (a provider's certificate that did not
+    verify: red with the issuer's name, until a success, a probe's, a reset or a reload) or
+    ``NONE``.
 ``token``
     the outcome word the attempt carries (`x-claudex-attempts`, the request log, status).
 ``counter``
@@ -93,6 +95,7 @@ class HealthEffect(StrEnum):
     LIVE_FAILURE = "live_failure"
     AUTH_FAILING = "auth_failing"
     CREDENTIALS = "credentials"
+    UNTRUSTED = "untrusted"
 
 
 Counter = Literal["rate_limited", "client_errors"]
@@ -116,8 +119,8 @@ _R, _B, _H = Retry, BreakerEffect, HealthEffect
 
 
 def _row(key: Key, retry: Retry, failover: bool, breaker: BreakerEffect, health: HealthEffect,
-         counter: Counter | None = None) -> tuple[Key, Rule]:
-    return key, Rule(retry, failover, breaker, health, key.value, counter)
+         counter: Counter | None = None, token: str | None = None) -> tuple[Key, Rule]:
+    return key, Rule(retry, failover, breaker, health, token or key.value, counter)
 
 
 POLICY: dict[Key, Rule] = dict((
@@ -146,6 +149,8 @@ POLICY: dict[Key, Rule] = dict((
     _row(Outcome.PROXY_BAD_GATEWAY, _R.NEXT_HOP,      True,      _B.RELEASE, _H.NONE),
     _row(Outcome.PROXY_RATE_LIMITED, _R.PROXY_BACKOFF, True,     _B.RELEASE, _H.NONE),
     _row(Outcome.CERTIFICATE_UNTRUSTED, _R.NEXT_HOP,  True,      _B.RELEASE, _H.NONE),
+    _row(Outcome.UNTRUSTED_PROVIDER, _R.NO,           True,      _B.FAILURE, _H.UNTRUSTED,
+         token=Outcome.CERTIFICATE_UNTRUSTED.value),  # direct: the route's is the provider's
     _row(Local.INVALID_REQUEST,    _R.NO,             False,     _B.RELEASE, _H.NONE),
     _row(Local.TRANSLATION_ERROR,  _R.NO,             True,      _B.RELEASE, _H.NONE),
     _row(Local.CREDENTIALS,        _R.NO,             True,      _B.RELEASE, _H.CREDENTIALS),
@@ -265,6 +270,12 @@ WHEN: dict[Key, str] = {
     Outcome.CERTIFICATE_UNTRUSTED: "through an upstream proxy, a certificate that does not "
                                    "verify (a TLS-intercepting proxy whose CA is not trusted: "
                                    "`set ca_bundle`): the proxy is red, the next proxy",
+    Outcome.UNTRUSTED_PROVIDER: "a provider reached directly (no proxy) whose certificate does "
+                                "not verify (a TLS-intercepting network, a private CA not in "
+                                "`ca_bundle`): no retry, the next provider at once; the "
+                                "provider is red with the issuer's name "
+                                "(`certificate not trusted: issuer CN=Zscaler Root CA — set "
+                                "ca_bundle`)",
     Local.INVALID_REQUEST: "translation found the client's request malformed: nothing is sent, "
                            "the client gets a 400 in its own format",
     Local.TRANSLATION_ERROR: "claudex could not build the request for this provider (a claudex "

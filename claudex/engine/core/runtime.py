@@ -33,6 +33,9 @@ class HealthState:
     auth_failing: bool = False             # last probe or request was refused with 401/403
     live_failure_since_probe: bool = False
     credentials_problem: str | None = None  # the last probe could not get credentials: why
+    # Reached directly, its certificate did not verify: the words (issuer, hint), until a
+    # success, a reset or a reload (issue 36's failure table).
+    untrusted: str | None = None
 
 
 @dataclass
@@ -172,6 +175,8 @@ class ProviderRuntime:
             return "yellow", "disabled"
         if health.credentials_problem is not None:  # found at run time (a token_command failing)
             return "red", f"misconfigured: {health.credentials_problem}"
+        if health.untrusted is not None:
+            return "red", health.untrusted
         if state is BreakerState.FORCED_OPEN:
             return "red", f"breaker {self.trip_text()}"
         if state is BreakerState.OPEN:

@@ -254,6 +254,7 @@ class HealthChecker:
         health.error = None
         health.probe_failures = 0
         health.live_failure_since_probe = False
+        health.untrusted = None  # the probe's TLS handshake verified
         if result.status is not None and result.status < 400:
             health.auth_failing = False
             if own:

@@ -60,6 +60,7 @@ def operator_reset(rt: ProviderRuntime, now: float, wall: float) -> list[str]:
         ended.append("cooldown ended")
     rt.cooldown_until = 0.0
     rt.health.auth_failing = False
+    rt.health.untrusted = None
     window = end_spent(rt, wall)
     if window is not None:
         ended.append(window)

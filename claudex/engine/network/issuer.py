@@ -1,11 +1,13 @@
-"""Who signed a certificate that did not verify through a proxy, to name it: `certificate not
-trusted: issuer CN=Zscaler Root CA — set ca_bundle` (issue 36).
+"""Who signed a certificate that did not verify (through a proxy, or a provider reached
+directly), to name it: `certificate not trusted: issuer CN=Zscaler Root CA — set ca_bundle`
+(issue 36).
 
 OpenSSL's verification error carries no certificate (and Python 3.11 has no unverified chain to
-read), so after such a failure claudex opens one more connection through the same proxy to the
-same host, lets the TLS handshake finish without verifying, reads the certificate's issuer and
-closes: nothing is sent inside the tunnel. Bounded by the connect timeout; any failure means
-"not known" (the words then say OpenSSL's reason). Runs only after a failure, never per request.
+read), so after such a failure claudex opens one more connection (through the same proxy, or
+directly) to the same host, lets the TLS handshake finish without verifying, reads the
+certificate's issuer and closes: nothing is sent over it. Bounded by the connect timeout; any
+failure means "not known" (the words then say OpenSSL's reason). Runs only after a failure,
+never per request.
 """
 
 from __future__ import annotations
@@ -71,16 +73,29 @@ async def _through_socks(hop: Hop, host: str, port: int) -> bytes | None:
         writer.close()
 
 
-async def presented_issuer(hop: Hop, url: str, timeout_s: float) -> str | None:
-    """The issuer's common name of the certificate presented for `url` through `hop`, or None
-    when it cannot be read (an https proxy: its own certificate is another matter)."""
+async def _direct(host: str, port: int) -> bytes | None:
+    _reader, writer = await asyncio.open_connection(host, port, ssl=_unverified(),
+                                                    server_hostname=host)
+    try:
+        ssl_object = writer.get_extra_info("ssl_object")
+        return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+    finally:
+        writer.close()
+
+
+async def presented_issuer(hop: Hop | None, url: str, timeout_s: float) -> str | None:
+    """The issuer's common name of the certificate presented for `url` through `hop` (None:
+    reached directly), or None when it cannot be read (an https proxy: its own certificate is
+    another matter)."""
     parts = urlsplit(url)
     host, port = parts.hostname, parts.port or 443
     if host is None or parts.scheme != "https":
         return None
     try:
         async with asyncio.timeout(timeout_s):
-            if hop.scheme == "http":
+            if hop is None:
+                der = await _direct(host, port)
+            elif hop.scheme == "http":
                 der = await _through_http(hop, host, port)
             elif hop.scheme in ("socks5", "socks5h"):
                 der = await _through_socks(hop, host, port)
