@@ -88,7 +88,8 @@ def _legend() -> str:
          "*none* counts nothing."),
         ("Health", "*yellow*: a failure in live traffic since the last probe; *red*: the status "
          "says \"auth\" (API key) or \"needs login\" (OAuth), or \"misconfigured\" with the "
-         "reason."),
+         "reason, or (a provider reached directly) \"certificate not trusted\" with the "
+         "issuer's name, until a success, a probe's, a reset or a reload."),
         ("Cooling down", f"a 429 burst ({concurrency.BURST} within "
          f"{_num(concurrency.WINDOW_S)} s) brings the provider's adaptive concurrency limit "
          "down to what it accepted (in flight less the refused), instead of pausing it, then "

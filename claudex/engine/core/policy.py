@@ -266,7 +266,9 @@ WHEN: dict[Key, str] = {
     Outcome.PROXY_RATE_LIMITED: "the upstream proxy answered CONNECT with 429: backoff at that "
                                 "proxy per its `[retry]` (Retry-After honoured), at most "
                                 "`max_attempts`; then the escalation naming the proxy, the "
-                                "proxy cools down, the next proxy",
+                                "proxy cools down, the next proxy. A burst of them narrows the "
+                                "proxy's own adaptive concurrency limit (tries through it "
+                                "queue for a slot), which its successes grow back",
     Outcome.CERTIFICATE_UNTRUSTED: "through an upstream proxy, a certificate that does not "
                                    "verify (a TLS-intercepting proxy whose CA is not trusted: "
                                    "`set ca_bundle`): the proxy is red, the next proxy",

@@ -87,6 +87,8 @@ EXPECTED: dict[Key, tuple[Retry, bool, BreakerEffect, HealthEffect]] = {
     Outcome.PROXY_BAD_GATEWAY: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
     Outcome.PROXY_RATE_LIMITED: (_R.PROXY_BACKOFF, True, _B.RELEASE, _H.NONE),
     Outcome.CERTIFICATE_UNTRUSTED: (_R.NEXT_HOP, True, _B.RELEASE, _H.NONE),
+    # ... and reached directly, "the route's" is the provider's: its breaker, red.
+    Outcome.UNTRUSTED_PROVIDER: (_R.NO, True, _B.FAILURE, _H.UNTRUSTED),
     Local.INVALID_REQUEST: (_R.NO, False, _B.RELEASE, _H.NONE),
     Local.TRANSLATION_ERROR: (_R.NO, True, _B.RELEASE, _H.NONE),
     Local.CREDENTIALS: (_R.NO, True, _B.RELEASE, _H.CREDENTIALS),
@@ -104,7 +106,11 @@ def test_every_outcome_has_exactly_one_row() -> None:
 def test_the_row_says_what_the_failure_table_says(key: Key) -> None:
     rule = POLICY[key]
     assert (rule.retry, rule.failover, rule.breaker, rule.health) == EXPECTED[key]
-    assert rule.token == key.value
+    assert rule.token == TOKENS.get(key, key.value)
+
+
+# A row whose attempt carries another row's word: the one outcome, told apart by route.
+TOKENS: dict[Key, str] = {Outcome.UNTRUSTED_PROVIDER: "certificate_untrusted"}
 
 
 def test_only_what_the_client_asked_for_is_answered_without_failing_over() -> None:
@@ -164,10 +170,12 @@ def _check(proxy: Proxy, resp: httpx.Response, rule: Rule, outcomes: list[str],
     failures = 1 if rule.breaker is BreakerEffect.FAILURE else 0
     assert rt.breaker.snapshot().consecutive_failures == failures
     assert rt.stats.failures == failures
-    live = rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING)
+    live = rule.health in (HealthEffect.LIVE_FAILURE, HealthEffect.AUTH_FAILING,
+                           HealthEffect.UNTRUSTED)
     assert rt.health.live_failure_since_probe is live
     assert rt.health.auth_failing is (rule.health is HealthEffect.AUTH_FAILING)
     assert (rt.health.credentials_problem is not None) is (rule.health is HealthEffect.CREDENTIALS)
+    assert (rt.health.untrusted is not None) is (rule.health is HealthEffect.UNTRUSTED)
     assert rt.breaker.snapshot().probes_in_flight == 0  # the permit went back
     if rule.counter is not None:
         assert getattr(rt.stats, rule.counter) == outcomes.count(rule.token)
@@ -591,6 +599,23 @@ async def test_an_untrusted_certificate_through_a_proxy_is_the_proxys(
     finally:
         await corp.close()
         await corp2.close()
+
+
+@row(Outcome.UNTRUSTED_PROVIDER)
+async def test_an_untrusted_certificate_reached_directly_is_the_providers(
+        tmp_path: Path, fakes: Any, proxy_factory: Any) -> None:
+    _ca, server_tls = private_ca(tmp_path)
+    f = await fakes(("primary", "anthropic"), ("backup", "anthropic"))
+    async with tls_front(server_tls, int(f["primary"].base_url.rsplit(":", 1)[1])) as port:
+        text = profile_toml("primary", f["primary"], backups=["backup"]) + profile_toml(
+            "backup", f["backup"])
+        config = build_config(text.replace(f["primary"].base_url,
+                                           f"https://127.0.0.1:{port}", 1))
+        proxy = await proxy_factory(config, fakes=f)
+        resp = await proxy.messages()
+        _check(proxy, resp, POLICY[Outcome.UNTRUSTED_PROVIDER], await _trail(proxy))
+        assert proxy.engine.runtimes["primary"].health.untrusted == (
+            "certificate not trusted: issuer CN=Zscaler Root CA — set ca_bundle")
 
 
 def test_every_row_is_tested_through_the_proxy() -> None:
