@@ -145,13 +145,19 @@ class EngineCollector(Collector):
         proxy_state = GaugeMetricFamily(
             "claudex_upstream_proxy_state", "An upstream proxy's breaker: 0 closed, 1 half-open, "
             "2 open (or tripped)", labels=["proxy"])
+        proxy_limit = GaugeMetricFamily(
+            "claudex_upstream_proxy_concurrency_limit", "An upstream proxy's adaptive limit on "
+            "tries through it at once (its CONNECT 429s narrow it), while one holds",
+            labels=["proxy"])
         for proxy in engine.proxies.runtimes():
             for outcome, count in sorted(proxy.outcomes.items()):
                 proxy_tries.add_metric([proxy.name, outcome], count)
             proxy_state.add_metric([proxy.name], engine.proxies.state_code(proxy.name))
+            if proxy.gate.limit.limit is not None:
+                proxy_limit.add_metric([proxy.name], proxy.gate.limit.limit)
         yield from (sent, ok, failed, limited, state, health, latency, dropped, tokens, cost,
                     unpriced, in_flight, queued, limit, queue_full, refused, window_used,
-                    window_spent, slow, baseline, proxy_tries, proxy_state)
+                    window_spent, slow, baseline, proxy_tries, proxy_state, proxy_limit)
         yield from _histograms(engine)
 
 

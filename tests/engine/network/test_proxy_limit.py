@@ -45,6 +45,8 @@ async def test_a_proxys_429s_shrink_its_limit_and_successes_through_it_grow_it_b
             [corp_status] = proxy.engine.snapshot()["upstream_proxies"]
             assert corp_status["limit"] == 1  # a burst of 429s to claudex's only tunnel there
             assert corp_status["concurrency"]["reason"] == "limited: 3 × 429 in 10 s"
+            metrics = (await proxy.client.get("/metrics")).text
+            assert 'claudex_upstream_proxy_concurrency_limit{proxy="corp"} 1.0' in metrics
             primary = next(p for p in proxy.engine.snapshot()["profiles"]
                            if p["name"] == "primary")
             assert primary["concurrency"]["limit"] is None  # the provider's own: untouched
