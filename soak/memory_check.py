@@ -24,6 +24,13 @@ The soak samples the `claudex serve` child's RSS through the run (`RssSample`, e
                reaches (the event backlog's 2,000 records, the latency windows); after it, the
                conversations `avoid_slow` started elsewhere (1.5 MB at their 10,000) and the
                allocators' high water above: +2.5-2.9 MB after 30 s, +7.0-8.7 MB after 600 s.
+
+The warm-up also reaches the peak of the proxied profile's TLS tunnels (soak/run.py
+`_proxied_bursts`: every client at it at once, twice, the proxy dropping its tunnels between):
+each TLS connection reads into a 256 KiB buffer glibc serves from its heap, so the heap's high
+water follows the most tunnels open at once, and the chaos' reconnect bursts after the proxy
+drops them reached twice the mixed warm-up's. Without that step a 60-s run's judged half fitted
+3.2-4.1 MB of free heap (bench/NOTES.md, "The soak's proxied memory"); the limits did not change.
 """
 
 from __future__ import annotations

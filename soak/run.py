@@ -63,6 +63,12 @@ from soak.world import (
 # the masking caches): the baseline is taken once they are full, so the RSS judge measures
 # leaks, not a backlog reaching its size during the chaos.
 WARMUP_MIN_REQUESTS = 2_200
+# The warm-up's last step reaches the peak of `PROXIED`'s TLS tunnels before the baseline: each
+# TLS connection's reader takes a 256 KiB buffer (uvloop's SSLProtocol), and glibc serves those
+# from its heap once the first is freed, so the heap's high water follows the most tunnels open
+# at once (the chaos' reconnect bursts after the proxy drops them: up to one a client, where the
+# mixed warm-up reached about half). Measured: bench/NOTES.md, "The soak's proxied memory".
+PROXIED_BURST_REQUESTS_PER_CLIENT = 4
 FD_GROWTH_LIMIT = 4
 
 PhaseHook = Callable[[str, ServeProcess], Awaitable[None]]
@@ -200,6 +206,7 @@ class _Soak:
             short = WARMUP_MIN_REQUESTS - self.report.by_phase["warm-up"]
             if short > 0:
                 await self._traffic("warm-up", count=short, seconds=None)
+            await self._proxied_bursts()
             base = await self._quiet_measure("warm")
             chaos = asyncio.create_task(self._chaos())
             started = time.monotonic()
@@ -224,18 +231,46 @@ class _Soak:
         self._judge_all()
         return self.report
 
-    async def _traffic(self, phase: str, *, count: int | None, seconds: float | None) -> None:
+    async def _traffic(self, phase: str, *, count: int | None, seconds: float | None,
+                       profile: str | None = None, think_ms: float | None = None) -> None:
         assert self.world.serve is not None
         until = None if seconds is None else time.monotonic() + seconds
         first = self.next_id
         self.phase = phase
-        self.say(f"{phase}: {count or seconds} {'requests' if count else 's'} ...")
+        self.say(f"{phase}: {count or seconds} {'requests' if count else 's'}"
+                 f"{f' to {profile}' if profile else ''} ...")
         self.next_id = await drive(self.world.serve.url, seed=self.plan.seed,
                                    clients=self.plan.clients, first_id=first, count=count,
                                    until=until, time_limit=self.report.deadline_s + 5.0,
-                                   think_ms=self.plan.think_ms,
-                                   on_done=self.exchanges.append)
+                                   think_ms=self.plan.think_ms if think_ms is None else think_ms,
+                                   on_done=self.exchanges.append, profile=profile)
         self.report.by_phase[phase] = self.report.by_phase.get(phase, 0) + self.next_id - first
+
+    async def _proxied_bursts(self) -> None:
+        """Every client at `PROXIED` at once, without pausing, twice, with the proxy dropping
+        every tunnel between (`FakeProxy.drop_connections`, as it does going down, while no
+        request is in flight: none fails): claudex opens as many TLS tunnels at once as the
+        chaos' reconnect bursts do, and the allocators' high water they leave is in the baseline,
+        not judged as growth (see `PROXIED_BURST_REQUESTS_PER_CLIENT`)."""
+        assert self.world.serve is not None
+        count = self.plan.clients * PROXIED_BURST_REQUESTS_PER_CLIENT
+        await self._traffic("warm-up", count=count, seconds=None, profile=PROXIED, think_ms=0)
+        self.world.proxy.drop_connections()
+        await self._fds_settle(self.world.serve)
+        await self._traffic("warm-up", count=count, seconds=None, profile=PROXIED, think_ms=0)
+
+    async def _fds_settle(self, serve: ServeProcess) -> None:
+        """Until the child's count of open files has not moved for 0.5 s (10 s at most): the
+        connections being closed are closed."""
+        previous, stable_since = -1, time.monotonic()
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            fds = serve.open_fds()
+            if fds != previous:
+                previous, stable_since = fds, time.monotonic()
+            elif time.monotonic() - stable_since >= 0.5:
+                break
+            await asyncio.sleep(0.05)
 
     async def _sample_rss(self, serve: ServeProcess) -> None:
         """The child's RSS every `SAMPLE_EVERY_S`, with the requests finished by then: what the
@@ -255,15 +290,7 @@ class _Soak:
         self.phase = f"{name} (idle)"
         for fake in self.world.fakes.values():
             fake.close_connections()
-        previous, stable_since = -1, time.monotonic()
-        deadline = time.monotonic() + 10.0
-        while time.monotonic() < deadline:
-            fds = serve.open_fds()
-            if fds != previous:
-                previous, stable_since = fds, time.monotonic()
-            elif time.monotonic() - stable_since >= 0.5:
-                break
-            await asyncio.sleep(0.05)
+        await self._fds_settle(serve)
         measured = serve.rss_mb(), serve.open_fds()
         if self.on_measure is not None:
             await self.on_measure(name, serve)

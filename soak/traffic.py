@@ -12,7 +12,7 @@ import json
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import aiohttp
@@ -35,13 +35,16 @@ class RequestSpec:
     long: bool = False  # a long prompt (~260 tokens), which a `context_small` fault refuses
 
     @classmethod
-    def draw(cls, seed: int, request_id: int) -> RequestSpec:
+    def draw(cls, seed: int, request_id: int, profile: str | None = None) -> RequestSpec:
+        """The request `request_id` of the mix; with `profile`, addressed to that profile
+        (the rest drawn as usual)."""
         rng = random.Random(seed * 1_000_003 + request_id)
         profiles = [p for p, _ in PROFILE_WEIGHTS]
         weights = [w for _, w in PROFILE_WEIGHTS]
-        return cls(request_id, rng.choice(PROTOCOLS),
-                   rng.choices(profiles, weights)[0], rng.random() < 0.5,
-                   rng.random() < LONG_SHARE)
+        drawn = cls(request_id, rng.choice(PROTOCOLS),
+                    rng.choices(profiles, weights)[0], rng.random() < 0.5,
+                    rng.random() < LONG_SHARE)
+        return drawn if profile is None else replace(drawn, profile=profile)
 
     def think_s(self, mean_ms: float) -> float:
         return random.Random(self.id).uniform(0, 2 * mean_ms) / 1000
@@ -105,7 +108,7 @@ async def send(session: aiohttp.ClientSession, url: str, spec: RequestSpec,
 
 async def drive(url: str, *, seed: int, clients: int, first_id: int, count: int | None,
                 until: float | None, time_limit: float, think_ms: float,
-                on_done: Callable[[Exchange], None]) -> int:
+                on_done: Callable[[Exchange], None], profile: str | None = None) -> int:
     """Run `clients` workers sending requests first_id, first_id+1, ... until `count` are sent or
     `time.monotonic()` passes `until`; report each exchange to `on_done`. Returns the next id.
 
@@ -133,7 +136,7 @@ async def drive(url: str, *, seed: int, clients: int, first_id: int, count: int 
 
         async def worker() -> None:
             while (request_id := take()) is not None:
-                spec = RequestSpec.draw(seed, request_id)
+                spec = RequestSpec.draw(seed, request_id, profile)
                 on_done(await send(session, url, spec, time_limit))
                 if think_ms > 0:
                     await asyncio.sleep(spec.think_s(think_ms))

@@ -334,3 +334,14 @@ def test_a_proxy_failure_charged_to_its_provider_or_a_bypass_is_a_violation() ->
     bypass = proxy_problems([], "beta", Counter(), opens=[],
                             **{**kwargs, "tls_connections": 6})  # type: ignore[arg-type]
     assert ["some went around the proxy" in p for p in bypass] == [True]
+
+
+def test_a_request_drawn_for_one_profile_is_the_mix_s_request_addressed_there() -> None:
+    # The warm-up's proxied bursts (soak/run.py) address every request to beta; the rest of
+    # each request (protocol, stream, length) is the mix's, so both paths are warmed.
+    for request_id in range(200):
+        drawn = RequestSpec.draw(3, request_id)
+        to_beta = RequestSpec.draw(3, request_id, "beta")
+        assert to_beta.profile == "beta"
+        assert (to_beta.protocol, to_beta.stream, to_beta.long) == (
+            drawn.protocol, drawn.stream, drawn.long)
