@@ -36,13 +36,12 @@ refused direct connection would (a connect error: the next provider).
 from __future__ import annotations
 
 import ssl
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 import aiohttp
-import aiohttp_socks
-import python_socks
 
 from claudex.engine.core.backoff import parse_retry_after
 from claudex.engine.network.routes import Hop
@@ -120,14 +119,24 @@ def untrusted_words(error: ssl.SSLCertVerificationError | None, issuer: str | No
     return f"certificate not trusted: {said} — set ca_bundle"
 
 
-_SOCKS_ERRORS = (python_socks.ProxyError, python_socks.ProxyConnectionError,
-                 python_socks.ProxyTimeoutError)
-# aiohttp-socks' own classes (not python-socks' subclasses), raised from python-socks' ones.
-_AIOHTTP_SOCKS_ERRORS = (aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError,
-                         aiohttp_socks.ProxyTimeoutError)
+def _socks_classes() -> tuple[tuple[type[Exception], ...], tuple[type[Exception], ...]]:
+    """(python-socks' error classes, aiohttp-socks' own), imported here only: a SOCKS error can
+    exist only once the transport imported aiohttp-socks for a SOCKS hop, and a claudex without
+    one never loads either library (~2 MB resident, 32 modules)."""
+    import aiohttp_socks
+    import python_socks
+
+    return ((python_socks.ProxyError, python_socks.ProxyConnectionError,
+             python_socks.ProxyTimeoutError),
+            # aiohttp-socks' own classes (not python-socks' subclasses), raised from python-socks'.
+            (aiohttp_socks.ProxyError, aiohttp_socks.ProxyConnectionError,
+             aiohttp_socks.ProxyTimeoutError))
 
 
 def _socks_failure(exc: Exception) -> ProxyFailure | None:
+    import aiohttp_socks
+    import python_socks
+
     if isinstance(exc, python_socks.ProxyTimeoutError | aiohttp_socks.ProxyTimeoutError):
         return ProxyFailure(ProxyKind.CONNECT_TIMEOUT, "connect timeout")
     if isinstance(exc, aiohttp_socks.ProxyConnectionError):
@@ -149,12 +158,15 @@ def _socks_failure(exc: Exception) -> ProxyFailure | None:
 def _socks_error(exc: BaseException) -> Exception | None:
     """python-socks' error (it has the errno and the SOCKS reply) that aiohttp-socks raised its
     own from, else aiohttp-socks' own."""
+    if "aiohttp_socks" not in sys.modules:  # no SOCKS hop was ever used: no SOCKS error
+        return None
+    socks_errors, aiohttp_socks_errors = _socks_classes()
     found: Exception | None = None
     seen: BaseException | None = exc
     while seen is not None:
-        if isinstance(seen, _SOCKS_ERRORS):
+        if isinstance(seen, socks_errors):
             return seen
-        if found is None and isinstance(seen, _AIOHTTP_SOCKS_ERRORS):
+        if found is None and isinstance(seen, aiohttp_socks_errors):
             found = seen
         seen = seen.__cause__
     return found
@@ -172,10 +184,13 @@ def beyond_proxy(exc: BaseException) -> str | None:
     """Words for a failure the proxy reports at the provider (see the module's docstring), or
     None."""
     socks = _socks_error(exc)
-    if isinstance(socks, python_socks.ProxyError):
-        said = _SOCKS_TARGET_REPLIES.get(socks.error_code) if isinstance(
-            socks.error_code, int) else None
-        return None if said is None else f"{said} (SOCKS reply {socks.error_code})"
+    if socks is not None:
+        import python_socks
+
+        if isinstance(socks, python_socks.ProxyError):
+            code = socks.error_code
+            said = _SOCKS_TARGET_REPLIES.get(code) if isinstance(code, int) else None
+            return None if said is None else f"{said} (SOCKS reply {code})"
     if isinstance(exc, aiohttp.ClientHttpProxyError) and exc.status in _TARGET_STATUSES:
         return f"the proxy could not connect to the provider ({exc.status})"
     return None

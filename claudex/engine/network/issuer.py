@@ -17,9 +17,6 @@ import base64
 import ssl
 from urllib.parse import urlsplit
 
-from cryptography import x509
-from cryptography.x509.oid import NameOID
-
 from claudex.engine.network.routes import Hop
 
 
@@ -106,6 +103,10 @@ async def presented_issuer(hop: Hop | None, url: str, timeout_s: float) -> str |
     if not der:
         return None
     try:
+        # cryptography only here: a claudex whose certificates all verify never loads it.
+        from cryptography import x509
+        from cryptography.x509.oid import NameOID
+
         names = x509.load_der_x509_certificate(der).issuer.get_attributes_for_oid(
             NameOID.COMMON_NAME)
     except ValueError:
