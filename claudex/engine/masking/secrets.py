@@ -174,7 +174,8 @@ SCRUBBER = SecretScrubber()
 
 def config_secrets(config: Config, env: Mapping[str, str] | None = None) -> list[str]:
     """Every secret a config names: inline `api_key`s and the values of the environment
-    variables it points at (`api_key_env`, the local token's `auth_token_env`)."""
+    variables it points at (`api_key_env`, the local token's `auth_token_env`, an upstream
+    proxy's `password_env`, a client key's `client_key_password_env`)."""
     environ = os.environ if env is None else env
     variables = [p.api_key_env for p in config.profiles if p.api_key_env]
     if any(p.provider_type == "Bedrock" or p.auth_type == "aws-sigv4" for p in config.profiles):
@@ -182,6 +183,11 @@ def config_secrets(config: Config, env: Mapping[str, str] | None = None) -> list
         variables += ["AWS_BEARER_TOKEN_BEDROCK", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]
     if config.proxy.auth_token_env:
         variables.append(config.proxy.auth_token_env)
+    # The network's (issue 36): upstream proxies' passwords and client keys' passwords.
+    variables += [u.password_env for u in config.upstream_proxies if u.password_env]
+    variables += [name for name in (config.network.client_key_password_env,
+                                    *(p.client_key_password_env for p in config.profiles))
+                  if name]
     found = [p.api_key for p in config.profiles if p.api_key]
     found += [value.strip() for name in variables if (value := environ.get(name, ""))]
     return found
