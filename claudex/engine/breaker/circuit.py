@@ -83,6 +83,17 @@ class BreakerSnapshot:
     probes_in_flight: int
     trip: Trip | None = None  # while FORCED_OPEN: its deadline and reason
 
+    def status_json(self) -> dict[str, object]:
+        """The breaker as status JSON shows it, for a profile and an upstream proxy alike."""
+        return {
+            "state": self.state.value,
+            "consecutive_failures": self.consecutive_failures,
+            "retry_in_s": None if self.retry_in_s is None else round(self.retry_in_s, 3),
+            "recovery_seconds": self.recovery_seconds,
+            # While tripped: the operator's words (`retry_in_s` is then the time it has left).
+            "reason": self.trip.reason if self.trip is not None else None,
+        }
+
 
 class CircuitBreaker:
     """One provider's breaker. Not thread-safe; the engine drives it from one event loop."""

@@ -238,16 +238,8 @@ class ProviderRuntime:
             "enabled": self.profile.enabled,
             "problem": self.profile.problem,
             "backup_providers": list(self.profile.backup_providers),
-            "breaker": {
-                "state": snap.state.value,
-                "consecutive_failures": snap.consecutive_failures,
-                "retry_in_s": None if snap.retry_in_s is None else round(snap.retry_in_s, 3),
-                "recovery_seconds": snap.recovery_seconds,
-                # While tripped: the operator's words and when a timed trip ends (epoch s);
-                # `retry_in_s` is then the time it has left.
-                "reason": trip.reason if trip is not None else None,
-                "until": until,
-            },
+            # While tripped, also when a timed trip ends (epoch s).
+            "breaker": {**snap.status_json(), "until": until},
             "health": {
                 "color": color,
                 "reason": reason,

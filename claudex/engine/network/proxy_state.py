@@ -332,19 +332,12 @@ class ProxyBoard:
         for name, rt in self._proxies.items():
             snap = rt.breaker.snapshot()
             color, reason = self.color(rt, now)
-            trip = snap.trip
             out.append({
                 "name": name,
                 "url": rt.hop.shown,
                 "scheme": rt.hop.scheme,
                 "enabled": rt.spec.enabled,
-                "breaker": {
-                    "state": snap.state.value,
-                    "consecutive_failures": snap.consecutive_failures,
-                    "retry_in_s": None if snap.retry_in_s is None else round(snap.retry_in_s, 3),
-                    "recovery_seconds": snap.recovery_seconds,
-                    "reason": trip.reason if trip is not None else None,
-                },
+                "breaker": snap.status_json(),
                 "health": color,
                 "health_reason": reason,
                 "auth_failed": rt.auth_failed is not None,
